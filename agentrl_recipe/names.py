@@ -1,0 +1,44 @@
+"""Every name this plugin registers with verl, and the per-trajectory field names its parts exchange.
+
+verl's registries are flat and some overwrite silently (``register_policy_loss``), so every registered
+name carries the ``agentrl_`` prefix. Plugin, configs, tests and docs import these constants; nothing
+spells the strings twice.
+"""
+
+# --- names registered in verl's registries (see agentrl_recipe/plugin.py) ---
+AGENT_LOOP = "agentrl_tool_agent"  # verl.experimental.agent_loop registry
+REWARD_MANAGER = "agentrl_reward"  # verl.experimental.reward_loop.reward_manager registry
+POLICY_LOSS = "agentrl_tcr"  # verl.trainer.ppo.core_algos.register_policy_loss
+ADV_ESTIMATOR = "agentrl_grpo"  # verl.trainer.ppo.core_algos.register_adv_est
+
+REGISTERED = {
+    "agent_loop": AGENT_LOOP,
+    "reward_manager": REWARD_MANAGER,
+    "policy_loss": POLICY_LOSS,
+    "adv_estimator": ADV_ESTIMATOR,
+}
+
+# --- the tool (resolved by class path from verl_configs/tools/*.yaml, not a registry) ---
+TOOL_NAME = "code_interpreter"
+TOOL_CLASS = "agentrl_recipe.tools.code_interpreter.CodeInterpreterTool"
+
+# --- per-trajectory fields: AgentLoopOutput.extra_fields -> non_tensor_batch columns and reward extra_info ---
+FIELD_NUM_TURNS = "agentrl_num_turns"  # assistant + tool turns, as the paper's tool bonus counts them
+FIELD_TOOL_CALLS = "agentrl_tool_calls"  # tool calls executed
+FIELD_TOOL_FAILURES = "agentrl_tool_failures"  # tool calls whose status was not "ok"
+FIELD_TOOL_LATENCY_S = "agentrl_tool_latency_s"  # list of per-call latencies (seconds)
+FIELD_TOOL_STATUSES = "agentrl_tool_statuses"  # list of per-call sandbox statuses
+FIELD_VOID_TURN = "agentrl_void_turn"  # bool: an assistant turn ended with neither a tool call nor an answer
+FIELD_MALFORMED_TOOL_CALL = "agentrl_malformed_tool_call"  # int: tool calls that could not be parsed
+FIELD_TOOL_INFRA_FAILURE = "agentrl_tool_infra_failure"  # bool: a sandbox infra_error during rollout
+
+# --- per-trajectory fields written by the reward manager (reward_extra_info -> non_tensor_batch columns) ---
+FIELD_GRADER_INFRA_FAILURE = "agentrl_grader_infra_failure"  # bool: sandbox infra_error while grading
+FIELD_GRADER_TIMEOUT = "agentrl_grader_timeout"  # bool: the grade hit the per-item timeout
+
+# --- top-level config namespace owned by the plugin (validated by `agentrl-recipe configs check`) ---
+CONFIG_NAMESPACE = "agentrl"
+
+# --- environment variables ---
+ENV_SANDBOX_URL = "AGENTRL_SANDBOX_URL"  # one endpoint for the tool and the code reward
+ENV_SANDBOX_BACKEND = "AGENTRL_SANDBOX_BACKEND"  # local | sandbox_fusion | subprocess
