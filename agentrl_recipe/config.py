@@ -1,0 +1,90 @@
+"""The plugin's own config namespace, ``agentrl.*``, next to verl's keys in the same hydra config.
+
+verl's dataclass configs reject unknown fields and its DictConfig sections merge unknown keys silently, so the
+plugin keeps its settings in one top-level ``agentrl:`` block whose every key is a field of a dataclass below.
+``agentrl-recipe configs check`` validates a config's ``agentrl`` block against :data:`SECTIONS`.
+
+Each component reads its section with :func:`section` (e.g. ``SandboxConfig.from_trainer_config(cfg)``).
+Environment variables override config values where noted, so one value set for a whole Ray cluster reaches the
+rollout tool and the code reward alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from agentrl_recipe import names
+
+T = TypeVar("T")
+
+
+def section(trainer_config: Any, name: str) -> dict[str, Any]:
+    """Return ``trainer_config.agentrl.<name>`` as a plain dict ({} when absent). Accepts DictConfig or dict."""
+    if trainer_config is None:
+        return {}
+    root = trainer_config.get(names.CONFIG_NAMESPACE) if hasattr(trainer_config, "get") else None
+    if root is None:
+        return {}
+    value = root.get(name) if hasattr(root, "get") else None
+    if value is None:
+        return {}
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(value, DictConfig):
+            return OmegaConf.to_container(value, resolve=True)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    return dict(value)
+
+
+def from_mapping(cls: type[T], values: Mapping[str, Any] | None, *, where: str) -> T:
+    """Build dataclass ``cls`` from ``values``, failing loudly on unknown keys (``where`` names the config path)."""
+    values = dict(values or {})
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in {where}; valid keys: {sorted(known)}")
+    return cls(**values)
+
+
+@dataclasses.dataclass
+class SandboxConfig:
+    """``agentrl.sandbox``: where and how model-written code runs (tool calls, code rewards, data prep, eval).
+
+    One block serves the rollout tool and the code reward — never two places. ``AGENTRL_SANDBOX_URL`` (when set)
+    overrides ``url`` and selects the ``sandbox_fusion`` backend; ``AGENTRL_SANDBOX_BACKEND`` overrides ``backend``.
+    """
+
+    backend: str = "local"  # local (bubblewrap pool, default) | sandbox_fusion (HTTP client) | subprocess (debug only)
+    url: str | None = None  # SandboxFusion-compatible endpoint, e.g. http://node:8080 (for backend=sandbox_fusion)
+    pool_size: int | None = None  # local pool workers; None = CPU count
+    timeout_s: float = 30.0  # paper/tool: 30 s per call
+    memory_mb: int = 2048  # paper/tool: 2 GB
+    max_output_bytes: int = 1 << 20  # stdout/stderr kept per stream; the rest is dropped and status says so
+    max_concurrency: int = 64  # in-flight requests per process (client and pool queue)
+    retries: int = 3  # sandbox_fusion client: retries on connection errors / 5xx
+    request_deadline_s: float = 120.0  # sandbox_fusion client: total deadline per call, retries included
+
+    @classmethod
+    def from_trainer_config(cls, trainer_config: Any) -> SandboxConfig:
+        return cls.from_dict(section(trainer_config, "sandbox"))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None) -> SandboxConfig:
+        cfg = from_mapping(cls, values, where=f"{names.CONFIG_NAMESPACE}.sandbox")
+        return cfg.with_env_overrides()
+
+    def with_env_overrides(self) -> SandboxConfig:
+        url = os.environ.get(names.ENV_SANDBOX_URL) or self.url
+        backend = os.environ.get(names.ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if os.environ.get(names.ENV_SANDBOX_URL) else self.backend)
+        return dataclasses.replace(self, url=url, backend=backend)
+
+
+# Section name -> dataclass, for `configs check`. Components add their section here when they define one.
+SECTIONS: dict[str, type] = {
+    "sandbox": SandboxConfig,
+}
