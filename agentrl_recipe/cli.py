@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "doctor": ("agentrl_recipe.doctor", "check that verl sees the plugin, the sandbox works, and what hardware is there"),
-    "sandbox": ("agentrl_recipe.tools.cli", "run code in the sandbox, or serve the SandboxFusion-compatible /run_code API"),
+    "doctor": ("agentrl_recipe.doctor", "check that verl sees the plugin, the sandbox works, what hardware is there"),
+    "sandbox": ("agentrl_recipe.tools.cli", "run code in the sandbox, or serve the SandboxFusion /run_code API"),
     "data": ("data_prep.cli", "build the SFT, RL, model-aware and eval datasets"),
     "eval": ("agentrl_recipe.eval.cli", "evaluate a model with the paper's protocol; compare runs"),
     "configs": ("agentrl_recipe.configs", "list, show, copy and check the shipped verl configs"),

@@ -79,9 +79,9 @@ class SandboxConfig:
         return cfg.with_env_overrides()
 
     def with_env_overrides(self) -> SandboxConfig:
-        url = os.environ.get(names.ENV_SANDBOX_URL) or self.url
-        backend = os.environ.get(names.ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if os.environ.get(names.ENV_SANDBOX_URL) else self.backend)
-        return dataclasses.replace(self, url=url, backend=backend)
+        env_url = os.environ.get(names.ENV_SANDBOX_URL)
+        backend = os.environ.get(names.ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if env_url else self.backend)
+        return dataclasses.replace(self, url=env_url or self.url, backend=backend)
 
 
 # Section name -> dataclass, for `configs check`. Components add their section here when they define one.
