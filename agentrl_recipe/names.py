@@ -42,3 +42,15 @@ CONFIG_NAMESPACE = "agentrl"
 # --- environment variables ---
 ENV_SANDBOX_URL = "AGENTRL_SANDBOX_URL"  # one endpoint for the tool and the code reward
 ENV_SANDBOX_BACKEND = "AGENTRL_SANDBOX_BACKEND"  # local | sandbox_fusion | subprocess
+
+# --- data_source values written by data prep (scoring.task_kind routes on them: "code"/"livecodebench" → code) ---
+DS_AIME24 = "aime2024"
+DS_AIME25 = "aime2025"
+DS_GPQA = "gpqa_diamond"
+DS_LCB_V6 = "livecodebench_v6"
+DS_DAPO = "math_dapo"
+DS_MEGASCIENCE = "mega-science"
+DS_SKYWORK_MATH = "skywork_math"
+DS_SKYWORK_CODE = "skywork_code"
+RL_DATA_SOURCES = (DS_DAPO, DS_SKYWORK_MATH, DS_SKYWORK_CODE, DS_MEGASCIENCE)
+EVAL_DATA_SOURCES = (DS_AIME24, DS_AIME25, DS_GPQA, DS_LCB_V6)
