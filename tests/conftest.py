@@ -1,0 +1,47 @@
+"""Shared fixtures: the tiny offline model (built once per test session) and the gpu marker's skip."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Ray prints a token-auth warning on every init; tests don't need auth on a local cluster.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs CUDA (run on a GPU node: make test-gpu)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def agentrl_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A per-session cache dir; exported so subprocesses (doctor, demo, CLI tests) reuse the same tiny build."""
+    cache = tmp_path_factory.mktemp("agentrl_cache")
+    os.environ["AGENTRL_CACHE"] = str(cache)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(agentrl_cache: Path) -> Path:
+    """Directory with the tiny Qwen2 model, tokenizer and hermes chat template (built offline, ~5 s, once)."""
+    from agentrl_recipe.tiny_model import get_tiny_model_dir
+
+    return get_tiny_model_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
