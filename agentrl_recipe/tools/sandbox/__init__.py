@@ -1,0 +1,109 @@
+"""One execution API for all model-written code: rollout tool calls, code rewards, data prep and eval.
+
+    from agentrl_recipe.tools.sandbox import get_sandbox
+    sb = get_sandbox()                                   # shared per process and config; None = defaults + env
+    res = await sb.arun("print(1 + 1)", timeout_s=5)     # or sb.run(...) from sync code
+    res.status, res.stdout, res.stderr, res.exit_code, res.duration_s
+
+Backends (``agentrl.sandbox.backend``, env ``AGENTRL_SANDBOX_BACKEND``): ``local`` (default; bubblewrap + a pool of warm
+interpreters, fails closed without bubblewrap), ``sandbox_fusion`` (HTTP client for SandboxFusion's ``/run_code`` or
+``agentrl-recipe sandbox serve``; chosen automatically when ``AGENTRL_SANDBOX_URL`` is set), ``subprocess`` (no
+isolation, debugging only).
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import threading
+import time
+from typing import Any
+
+from agentrl_recipe.config import SandboxConfig
+from agentrl_recipe.tools.sandbox.types import STATUSES, ExecResult, Sandbox, SandboxError, Status
+
+__all__ = [
+    "STATUSES",
+    "ExecResult",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxError",
+    "Status",
+    "get_sandbox",
+    "health_check",
+]
+
+BACKENDS = ("local", "sandbox_fusion", "subprocess")
+
+_instances: dict[tuple, Sandbox] = {}
+_lock = threading.Lock()
+
+
+def create_sandbox(cfg: SandboxConfig) -> Sandbox:
+    """A new, unshared backend for ``cfg`` (callers own it and must ``close()`` it). Most code wants get_sandbox()."""
+    if cfg.backend == "local":
+        from agentrl_recipe.tools.sandbox.local import LocalSandbox
+
+        return LocalSandbox(cfg)
+    if cfg.backend == "sandbox_fusion":
+        from agentrl_recipe.tools.sandbox.fusion_client import SandboxFusionClient
+
+        return SandboxFusionClient(cfg)
+    if cfg.backend == "subprocess":
+        from agentrl_recipe.tools.sandbox.subprocess_backend import SubprocessSandbox
+
+        return SubprocessSandbox(
+            timeout_s=cfg.timeout_s,
+            memory_mb=cfg.memory_mb,
+            max_output_bytes=cfg.max_output_bytes,
+            max_concurrency=cfg.max_concurrency,
+        )
+    raise ValueError(f"unknown agentrl.sandbox.backend {cfg.backend!r}; choose from {BACKENDS}")
+
+
+def get_sandbox(cfg: SandboxConfig | None = None) -> Sandbox:
+    """The process-wide backend for ``cfg`` (created on first use, closed at exit). None = defaults + env overrides."""
+    cfg = SandboxConfig().with_env_overrides() if cfg is None else cfg
+    key = tuple(sorted(dataclasses.asdict(cfg).items()))
+    with _lock:
+        sb = _instances.get(key)
+        if sb is None or sb._closed:
+            sb = _instances[key] = create_sandbox(cfg)
+        return sb
+
+
+def close_all() -> None:
+    """Close every shared backend (also runs at interpreter exit)."""
+    with _lock:
+        instances = list(_instances.values())
+        _instances.clear()
+    for sb in instances:
+        sb.close()
+
+
+atexit.register(close_all)
+
+
+def health_check(cfg: SandboxConfig | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Run ``print(1+1)`` in the configured sandbox; report {backend, ok, latency_s, error, ...} for ``doctor``."""
+    cfg = SandboxConfig().with_env_overrides() if cfg is None else cfg
+    report: dict[str, Any] = {"backend": cfg.backend, "ok": False, "latency_s": None, "error": None}
+    if cfg.backend == "sandbox_fusion":
+        report["url"] = cfg.url
+    start = time.monotonic()
+    try:
+        sb = get_sandbox(cfg)
+        report.update({k: v for k, v in sb.describe().items() if k != "backend"})
+        res = sb.run("print(1+1)", timeout_s=timeout_s)
+    except Exception as exc:  # fail-closed start-up errors name their fix
+        report["error"] = f"{type(exc).__name__}: {exc}"
+        report["latency_s"] = time.monotonic() - start
+        return report
+    report["latency_s"] = time.monotonic() - start
+    report["status"] = res.status
+    if res.status == "ok" and res.stdout.strip() == "2":
+        report["ok"] = True
+    else:
+        detail = res.message or res.stderr[-300:]
+        report["error"] = f"print(1+1) gave status={res.status} stdout={res.stdout[:200]!r} {detail}"
+    return report

@@ -1,0 +1,131 @@
+"""``subprocess`` backend: plain child processes with rlimits and a scrubbed environment — NO isolation.
+
+For debugging only (e.g. a machine without bubblewrap while developing). Model-written code run this way can read
+and write the host's files and reach the network. It warns loudly every time one is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import warnings
+
+from agentrl_recipe.tools.sandbox._capture import communicate_capped
+from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox, classify
+
+logger = logging.getLogger(__name__)
+
+WARNING = (
+    "agentrl sandbox backend 'subprocess' has NO ISOLATION: model-written code can read/write host files and use "
+    "the network. Use it only for debugging; the default 'local' backend (bubblewrap) is the safe choice."
+)
+
+SCRIPT_NAME = "main.py"
+
+
+def write_scratch(root: str, code: str, files: dict[str, bytes]) -> str:
+    """Write the program as ``main.py`` plus ``files`` into ``root``; returns the program's path."""
+    for rel, content in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+    main = os.path.join(root, SCRIPT_NAME)
+    with open(main, "w", encoding="utf-8") as f:
+        f.write(code)
+    return main
+
+
+def child_env(home: str) -> dict[str, str]:
+    """The whole environment a run sees: nothing inherited from the host (no tokens, no proxy settings)."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+class SubprocessSandbox(Sandbox):
+    name = "subprocess"
+
+    def __init__(self, *, timeout_s: float, memory_mb: int, max_output_bytes: int, max_concurrency: int) -> None:
+        warnings.warn(WARNING, RuntimeWarning, stacklevel=2)
+        logger.warning(WARNING)
+        super().__init__(timeout_s, memory_mb)
+        self.max_output_bytes = int(max_output_bytes)
+        self.max_concurrency = int(max_concurrency)
+        self._sem = asyncio.Semaphore(self.max_concurrency)  # bound to no loop until first use (Python >= 3.10)
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "isolation": "none", "max_concurrency": self.max_concurrency}
+
+    async def _execute(
+        self, code: str, stdin: str | None, timeout_s: float, memory_mb: int, files: dict[str, bytes]
+    ) -> ExecResult:
+        async with self._sem:
+            scratch = tempfile.mkdtemp(prefix="agentrl-sbx-")
+            try:
+                write_scratch(scratch, code, files)
+                limits = _rlimits(timeout_s, memory_mb)
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-I",
+                    SCRIPT_NAME,
+                    cwd=scratch,
+                    env=child_env(scratch),
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                    preexec_fn=lambda: _apply(limits),
+                )
+                cap = await communicate_capped(
+                    proc, stdin.encode() if stdin else None, timeout_s, self.max_output_bytes
+                )
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        stderr = cap.stderr.decode("utf-8", "replace")
+        status = classify(cap.exit_code, stderr, timed_out=cap.timed_out, truncated=cap.truncated)
+        return ExecResult(
+            status=status,
+            stdout=cap.stdout.decode("utf-8", "replace"),
+            stderr=stderr,
+            exit_code=cap.exit_code,
+            duration_s=cap.duration_s,
+            message=_message(status, timeout_s, memory_mb, self.max_output_bytes),
+        )
+
+
+def _rlimits(timeout_s: float, memory_mb: int) -> list[tuple[int, int]]:
+    cpu = int(timeout_s) + 1
+    return [
+        (resource.RLIMIT_AS, memory_mb << 20),
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_FSIZE, 64 << 20),
+        (resource.RLIMIT_CORE, 0),
+    ]
+
+
+def _apply(limits: list[tuple[int, int]]) -> None:
+    for which, value in limits:
+        resource.setrlimit(which, (value, value))
+
+
+def _message(status: str, timeout_s: float, memory_mb: int, cap: int) -> str:
+    return {
+        "timeout": f"killed after {timeout_s:g} s (wall or CPU time limit)",
+        "memory_exceeded": f"memory limit of {memory_mb} MB exceeded",
+        "output_truncated": f"output exceeded {cap} bytes; the run was stopped and its output cut",
+    }.get(status, "")

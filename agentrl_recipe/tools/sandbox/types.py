@@ -1,0 +1,205 @@
+"""The execution API every part of the recipe codes against: :class:`ExecResult` and the :class:`Sandbox` base.
+
+A backend only implements ``_execute`` (a coroutine run on the backend's own event-loop thread). The base class gives
+every backend the same two entry points, usable from any thread or event loop:
+
+* ``await sb.arun(code, ...)`` — from a coroutine (verl agent loops, async reward managers);
+* ``sb.run(code, ...)`` — blocking (scripts, thread pools, sync reward functions).
+
+``infra_error`` means the sandbox itself failed (could not start, crashed, server unreachable) — never the code.
+Callers retry or mask it; they must never score it as a wrong answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from collections.abc import Coroutine, Mapping
+from typing import Any, Literal, TypeVar
+
+Status = Literal["ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated", "infra_error"]
+STATUSES: tuple[str, ...] = ("ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated", "infra_error")
+
+Files = Mapping[str, str | bytes]
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class ExecResult:
+    """Outcome of one run. ``exit_code`` is None when the process was killed (timeout, output cap) or never ran."""
+
+    status: Status
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    message: str = ""  # why, for non-ok statuses (e.g. "killed after 30.0 s wall time", the infra failure)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def infra_error(self) -> bool:
+        return self.status == "infra_error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExecResult:
+        status = d.get("status")
+        if status not in STATUSES:
+            raise ValueError(f"unknown sandbox status {status!r}; expected one of {STATUSES}")
+        return cls(
+            status=status,
+            stdout=str(d.get("stdout") or ""),
+            stderr=str(d.get("stderr") or ""),
+            exit_code=d.get("exit_code"),
+            duration_s=float(d.get("duration_s") or 0.0),
+            message=str(d.get("message") or ""),
+        )
+
+    @classmethod
+    def infra(cls, message: str, duration_s: float = 0.0) -> ExecResult:
+        return cls(status="infra_error", message=message, duration_s=duration_s)
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot run at all (e.g. bubblewrap missing). Raised at start-up: the local backend fails closed."""
+
+
+def classify(
+    exit_code: int | None, stderr: str, *, timed_out: bool, truncated: bool, cpu_limited: bool = False
+) -> Status:
+    """Map how a run ended to a status. Order matters: a killed run is a timeout even if it also printed a lot."""
+    if timed_out or cpu_limited:
+        return "timeout"
+    if exit_code not in (0, None) and _ends_with_memory_error(stderr):
+        return "memory_exceeded"
+    if truncated:
+        return "output_truncated"
+    if exit_code == 0:
+        return "ok"
+    return "runtime_error"
+
+
+def _ends_with_memory_error(stderr: str) -> bool:
+    # A Python MemoryError (RLIMIT_AS hit) is the last line of the traceback: "MemoryError" or "MemoryError: ...".
+    lines = [ln for ln in stderr.rstrip().splitlines() if ln.strip()]
+    return bool(lines) and lines[-1].split(":", 1)[0].strip().rsplit(".", 1)[-1] in _MEMORY_ERRORS
+
+
+_MEMORY_ERRORS = ("MemoryError", "_ArrayMemoryError")  # numpy raises its MemoryError subclass
+
+
+def check_files(files: Files | None) -> dict[str, bytes]:
+    """Validate ``files`` (relative paths inside the scratch dir) and encode str contents as UTF-8."""
+    out: dict[str, bytes] = {}
+    for path, content in (files or {}).items():
+        parts = str(path).replace("\\", "/").split("/")
+        if not path or str(path).startswith("/") or any(p in ("", "..") for p in parts):
+            raise ValueError(f"sandbox file path {path!r} must be relative, without '..' or empty components")
+        out["/".join(parts)] = content.encode() if isinstance(content, str) else bytes(content)
+    return out
+
+
+class Sandbox:
+    """Base class: owns one event-loop thread that every call of this backend runs on.
+
+    Backends keep their loop-bound state (semaphores, connections, HTTP sessions) on that loop, so the same instance
+    serves any number of callers' loops and threads, and one concurrency limit covers them all.
+    """
+
+    name = "base"
+
+    def __init__(self, default_timeout_s: float, default_memory_mb: int) -> None:
+        self.default_timeout_s = float(default_timeout_s)
+        self.default_memory_mb = int(default_memory_mb)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"sandbox-{self.name}", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    # --- public API ---
+    async def arun(
+        self,
+        code: str,
+        *,
+        stdin: str | None = None,
+        timeout_s: float | None = None,
+        memory_mb: int | None = None,
+        files: Files | None = None,
+    ) -> ExecResult:
+        fut = asyncio.run_coroutine_threadsafe(self._guarded(code, stdin, timeout_s, memory_mb, files), self._loop)
+        return await asyncio.wrap_future(fut)
+
+    def run(
+        self,
+        code: str,
+        *,
+        stdin: str | None = None,
+        timeout_s: float | None = None,
+        memory_mb: int | None = None,
+        files: Files | None = None,
+    ) -> ExecResult:
+        if self._on_own_loop():
+            raise RuntimeError("Sandbox.run() called from the sandbox's own loop; use `await arun()`")
+        fut = asyncio.run_coroutine_threadsafe(self._guarded(code, stdin, timeout_s, memory_mb, files), self._loop)
+        return fut.result()
+
+    def close(self) -> None:
+        """Stop the backend (workers, sessions, loop thread). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.submit(self._aclose()).result(timeout=30)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Any:
+        """Run ``coro`` on this backend's loop; returns a concurrent.futures.Future."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name}
+
+    # --- for subclasses ---
+    async def _execute(
+        self, code: str, stdin: str | None, timeout_s: float, memory_mb: int, files: dict[str, bytes]
+    ) -> ExecResult:
+        raise NotImplementedError
+
+    async def _aclose(self) -> None:
+        return None
+
+    # --- internals ---
+    def _on_own_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    async def _guarded(
+        self, code: str, stdin: str | None, timeout_s: float | None, memory_mb: int | None, files: Files | None
+    ) -> ExecResult:
+        start = time.monotonic()
+        if self._closed:
+            return ExecResult.infra("sandbox is closed")
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, got {type(code).__name__}")
+        timeout = self.default_timeout_s if timeout_s is None else float(timeout_s)
+        memory = self.default_memory_mb if memory_mb is None else int(memory_mb)
+        if timeout <= 0 or memory <= 0:
+            raise ValueError(f"timeout_s and memory_mb must be positive (got {timeout}, {memory})")
+        checked = check_files(files)
+        try:
+            return await self._execute(code, stdin, timeout, memory, checked)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the sandbox failed, not the code
+            return ExecResult.infra(f"{type(exc).__name__}: {exc}", time.monotonic() - start)
