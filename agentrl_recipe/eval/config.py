@@ -1,0 +1,122 @@
+"""EvalConfig: one eval run's protocol and plumbing. Defaults are the paper's protocol.
+
+Paper protocol (demyagent-paper-and-code.md §1.2, §5.4; Open-AgentRL ``recipe/demystify/eval/*.sh``):
+32 samples per problem (``rollout.val_kwargs.n=32``), temperature 1.0, top_p 0.6, max prompt 4096 tokens (eval
+scripts; training uses 2560), max response 20480 tokens including tool output, ≤16 assistant / 16 user turns, one tool
+call executed per turn, tool output cut to 256 characters, 30 s per tool call. AIME/GPQA report avg@32; LiveCodeBench
+v6 reports pass@1 with the official harness rules (6 s per test, all tests must pass). The paper's appendix says
+16,384 for the response length (second-hand); the released scripts use 20480, which we follow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+# key -> paper value; protocol_deviations() reports every key of a run that differs.
+PAPER_PROTOCOL: dict[str, Any] = {
+    "n_samples": 32,
+    "temperature": 1.0,
+    "top_p": 0.6,
+    "top_k": -1,
+    "max_prompt_length": 4096,
+    "max_response_length": 20480,
+    "max_assistant_turns": 16,
+    "max_user_turns": 16,
+    "max_parallel_calls": 1,
+    "max_tool_response_length": 256,
+    "tool_timeout_s": 30.0,
+    "lcb_timeout_s": 6.0,
+}
+
+BACKENDS = ("hf", "openai")
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    """Everything one eval run needs. ``run_eval(EvalConfig(...))`` is the Python API; the CLI fills the same fields."""
+
+    model: str  # HF model dir or hub id: tokenizer (and weights for backend=hf)
+    data: list[str]  # eval parquet files, or folders of them (the rows data prep writes)
+    out_dir: str  # run folder: rollouts.jsonl, report.json, table.md, *.png
+    backend: str = "hf"  # hf: in-process HF model (CPU tests, small GPUs) | openai: OpenAI-compatible vLLM server
+    server_url: str | None = None  # backend=openai: e.g. http://localhost:8000/v1
+    served_model_name: str | None = None  # backend=openai: model name on the server (default: model)
+    label: str | None = None  # row name in tables (default: model)
+    # --- sampling (paper values; see PAPER_PROTOCOL) ---
+    n_samples: int = 32
+    temperature: float = 1.0
+    top_p: float = 0.6
+    top_k: int = -1
+    seed: int = 0  # seeds sampling (where the backend supports it) and the bootstrap
+    # --- lengths and tool budget ---
+    max_prompt_length: int = 4096
+    max_response_length: int = 20480
+    max_assistant_turns: int = 16
+    max_user_turns: int = 16
+    max_parallel_calls: int = 1
+    max_tool_response_length: int = 256
+    tool_timeout_s: float = 30.0
+    # --- scoring ---
+    lcb_timeout_s: float = 6.0  # LiveCodeBench harness default, per test
+    ks: list[int] | None = None  # pass@k/maj@k values; None = 1, 2, 4, ..., n
+    bootstrap_resamples: int = 1000
+    confidence: float = 0.95
+    # --- selection and plumbing ---
+    sources: list[str] | None = None  # keep only these data_source values
+    limit: int | None = None  # first N problems per data_source (smoke runs)
+    batch_size: int = 8  # problems per rollout call (× n_samples trajectories)
+    sandbox: dict[str, Any] | None = None  # agentrl.sandbox overrides (SandboxConfig fields)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.data, str):
+            self.data = [self.data]
+        if not self.data:
+            raise ValueError("EvalConfig.data: give at least one eval parquet file or folder")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"EvalConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "openai" and not self.server_url:
+            raise ValueError("EvalConfig.backend='openai' needs server_url (e.g. http://localhost:8000/v1)")
+        for name in ("n_samples", "max_prompt_length", "max_response_length", "max_assistant_turns", "batch_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"EvalConfig.top_p must be in (0, 1], got {self.top_p}")
+        if self.temperature < 0.0:
+            raise ValueError(f"EvalConfig.temperature must be >= 0, got {self.temperature}")
+        if self.ks is not None:
+            bad = [k for k in self.ks if not 1 <= int(k) <= self.n_samples]
+            if bad:
+                raise ValueError(f"EvalConfig.ks {bad} must be within [1, n_samples={self.n_samples}]")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"EvalConfig.limit must be >= 1, got {self.limit}")
+
+    def protocol(self) -> dict[str, Any]:
+        """The fields that define the protocol, stored in the report and checked on resume."""
+        d = dataclasses.asdict(self)
+        d["served_model_name"] = self.served_model_name or self.model
+        return d
+
+
+# Fields that may change between a run and its resumption without invalidating the dumped samples.
+RESUMABLE_CHANGES = frozenset(
+    {
+        "out_dir",
+        "data",
+        "label",
+        "server_url",
+        "batch_size",
+        "ks",
+        "bootstrap_resamples",
+        "confidence",
+        "limit",
+        "sources",
+        "sandbox",
+        "n_samples",  # more samples extend a run; the dumped ones stay valid
+    }
+)
+
+
+def protocol_deviations(protocol: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{key: {"run": value, "paper": value}}`` for every protocol key that differs from the paper's."""
+    return {k: {"run": protocol.get(k), "paper": v} for k, v in PAPER_PROTOCOL.items() if protocol.get(k) != v}
