@@ -1,0 +1,192 @@
+"""The offline LiveCodeBench scorer on small fixture problems of both kinds, through the real sandbox."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from agentrl_recipe.eval import lcb
+from agentrl_recipe.tools.sandbox import get_sandbox
+
+FAST_TIMEOUT_S = 1.0  # per test; LCB's 6 s default is exercised by the e2e test
+
+# stdin problem: print the sum of the integers on the second line.
+STDIN_PUBLIC = [{"input": "3\n1 2 3\n", "output": "6\n", "testtype": "stdin"}]
+STDIN_PRIVATE = [
+    {"input": "1\n-5\n", "output": "-5\n", "testtype": "stdin"},
+    {"input": "4\n10 20 30 40\n", "output": "100\n", "testtype": "stdin"},
+    {"input": "2\n7 8\n", "output": "15\n", "testtype": "stdin"},
+]
+STDIN_ROW = {  # upstream LCB row layout (strings), private tests compressed as in code_generation_lite
+    "question_id": "abc001_a",
+    "platform": "atcoder",
+    "starter_code": "",
+    "public_test_cases": json.dumps(STDIN_PUBLIC),
+    "private_test_cases": lcb.encode_private_test_cases(STDIN_PRIVATE),
+    "metadata": "{}",
+}
+# call-based problem: element-wise sum of two lists.
+CALL_TESTS = [
+    {"input": "[1, 2]\n[3, 4]", "output": "[4, 6]", "testtype": "functional"},
+    {"input": "[]\n[]", "output": "[]", "testtype": "functional"},
+    {"input": "[5]\n[-5]", "output": "[0]", "testtype": "functional"},
+]
+CALL_ROW = {
+    "question_id": "3206",
+    "platform": "leetcode",
+    "starter_code": "class Solution:\n    def addLists(self, a: List[int], b: List[int]) -> List[int]:\n        ",
+    "public_test_cases": json.dumps(CALL_TESTS[:1]),
+    "private_test_cases": json.dumps(CALL_TESTS[1:]),
+    "metadata": json.dumps({"func_name": "addLists"}),
+}
+
+
+def fenced(code: str, lang: str = "python") -> str:
+    return f"Here is my solution.\n```{lang}\n{code}\n```\nDone."
+
+
+STDIN_PROGRAMS = {
+    "correct": "n = int(input())\nprint(sum(map(int, input().split())))",
+    "correct_float_format": "import sys\ndata = sys.stdin.read().split()\nprint(f'{sum(map(int, data[1:])):.1f}')",
+    "correct_main_guard": "def main():\n    input()\n    print(sum(map(int, input().split())))\n\n"
+    "if __name__ == '__main__':\n    main()",
+    "wrong": "n = int(input())\nprint(sum(map(int, input().split())) + 1)",
+    "wrong_on_private": "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs) if n == 3 else 0)",
+    "crash": "raise RuntimeError('boom')",
+    "timeout": "while True:\n    pass",
+}
+EXPECTED_STDIN = {
+    "correct": (True, None),
+    "correct_float_format": (True, None),  # "6.0" == "6" under LCB's Decimal rule
+    "correct_main_guard": (True, None),
+    "wrong": (False, "wrong_answer"),
+    "wrong_on_private": (False, "wrong_answer"),
+    "crash": (False, "runtime_error"),
+    "timeout": (False, "timeout"),
+}
+
+CALL_PROGRAMS = {
+    "correct": "class Solution:\n    def addLists(self, a, b):\n        return [x + y for x, y in zip(a, b)]",
+    "correct_tuple": "class Solution:\n    def addLists(self, a, b):\n        return tuple(x + y for x, y in zip(a, b))",
+    "correct_uses_prelude": "class Solution:\n    def addLists(self, a: List[int], b: List[int]) -> List[int]:\n"
+    "        return list(map(add, a, b))",  # List and add come from LCB's import prelude
+    "wrong": "class Solution:\n    def addLists(self, a, b):\n        return [x - y for x, y in zip(a, b)]",
+    "crash": "class Solution:\n    def addLists(self, a, b):\n        return a[10]",
+    "timeout": "class Solution:\n    def addLists(self, a, b):\n        while True:\n            pass",
+    "missing_method": "class Solution:\n    def other(self, a, b):\n        return []",
+}
+EXPECTED_CALL = {
+    "correct": (True, None),
+    "correct_tuple": (True, None),
+    "correct_uses_prelude": (True, None),
+    "wrong": (False, "wrong_answer"),
+    "crash": (False, "runtime_error"),
+    "timeout": (False, "timeout"),
+    "missing_method": (False, "compile_error"),
+}
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    return get_sandbox()
+
+
+def test_extract_code_follows_lcb() -> None:
+    assert lcb.extract_code("```python\na = 1\n```") == "a = 1"
+    # the last two fence lines win, whatever their language tag
+    text = "```python\nfirst\n```\ntext\n```\nsecond\nthird\n```"
+    assert lcb.extract_code(text) == "second\nthird"
+    assert lcb.extract_code("no code here") == ""
+    assert lcb.extract_code("```python\nunterminated") == ""
+    assert lcb.strip_thinking("<think>```x```</think>answer") == "answer"
+
+
+def test_test_cases_decode_both_layouts() -> None:
+    tests = lcb.tests_from_lcb_problem(STDIN_ROW)
+    assert tests["fn_name"] is None
+    assert tests["inputs"] == [c["input"] for c in STDIN_PUBLIC + STDIN_PRIVATE]  # public first, then private
+    assert tests["outputs"][-1] == "15\n"
+    call = lcb.tests_from_lcb_problem(CALL_ROW)
+    assert call["fn_name"] == "addLists" and len(call["inputs"]) == 3
+    assert lcb.decode_test_cases(lcb.encode_private_test_cases(CALL_TESTS)) == CALL_TESTS
+
+
+def test_compressed_tests_cannot_run_code() -> None:
+    import base64
+    import zlib
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    payload = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
+    with pytest.raises(ValueError, match="refusing to load builtins.print"):
+        lcb.decode_test_cases(payload)
+    with pytest.raises(ValueError, match="neither JSON nor"):
+        lcb.decode_test_cases("not json, not base64 !")
+
+
+@pytest.mark.parametrize("name", list(STDIN_PROGRAMS))
+def test_stdin_problem(name: str, sandbox) -> None:
+    tests = lcb.tests_from_lcb_problem(STDIN_ROW)
+    grade = lcb.grade_response(fenced(STDIN_PROGRAMS[name]), tests, sandbox=sandbox, timeout_s=FAST_TIMEOUT_S)
+    passed, failure = EXPECTED_STDIN[name]
+    assert grade.passed is passed, grade
+    assert grade.failure_status == failure, grade
+    assert not grade.infra_failure
+    if name == "wrong_on_private":
+        assert grade.first_failure == 1  # passes the public test, fails the first private one
+    if passed:
+        assert grade.num_passed == grade.num_tests == 4
+
+
+@pytest.mark.parametrize("name", list(CALL_PROGRAMS))
+def test_call_based_problem(name: str, sandbox) -> None:
+    tests = lcb.tests_from_lcb_problem(CALL_ROW)
+    grade = lcb.grade_response(fenced(CALL_PROGRAMS[name]), tests, sandbox=sandbox, timeout_s=FAST_TIMEOUT_S)
+    passed, failure = EXPECTED_CALL[name]
+    assert grade.passed is passed, grade
+    assert grade.failure_status == failure, grade
+
+
+def test_no_code_fails_without_running(sandbox) -> None:
+    grade = lcb.grade_response("I think the answer is 6.", json.dumps(lcb.tests_from_lcb_problem(STDIN_ROW)))
+    assert not grade.passed and grade.failure_status == "no_code" and grade.statuses == []
+
+
+class CountingSandbox:
+    """Wraps the real sandbox and counts executions."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, 0
+
+    async def arun(self, *args, **kwargs):
+        self.calls += 1
+        return await self.inner.arun(*args, **kwargs)
+
+
+def test_grading_stops_after_the_first_failing_stage(sandbox) -> None:
+    tests = {"inputs": [f"1\n{i}\n" for i in range(16)], "outputs": [f"{i}\n" for i in range(16)], "fn_name": None}
+    counting = CountingSandbox(sandbox)
+    grade = lcb.grade_response(fenced("while True: pass"), tests, sandbox=counting, timeout_s=0.5)
+    assert grade.failure_status == "timeout" and grade.first_failure == 0
+    assert counting.calls == 1 and len(grade.statuses) == 1  # LCB stops at the first failure: 0.5 s, not 8 s
+
+    counting = CountingSandbox(sandbox)
+    grade = lcb.grade_response(fenced(STDIN_PROGRAMS["correct"]), tests, sandbox=counting, timeout_s=FAST_TIMEOUT_S)
+    assert grade.passed and counting.calls == 5  # stages of 1, 2, 4, 8, 1 tests
+
+
+class BrokenSandbox:
+    async def arun(self, *args, **kwargs):
+        from agentrl_recipe.tools.sandbox import ExecResult
+
+        return ExecResult(status="infra_error", stdout="", stderr="", exit_code=None, duration_s=0.0, message="down")
+
+
+def test_sandbox_failure_is_not_a_wrong_answer() -> None:
+    tests = lcb.tests_from_lcb_problem(STDIN_ROW)
+    grade = lcb.grade_response(fenced(STDIN_PROGRAMS["correct"]), tests, sandbox=BrokenSandbox())
+    assert grade.infra_failure and not grade.passed and grade.failure_status is None
