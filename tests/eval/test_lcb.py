@@ -69,7 +69,7 @@ EXPECTED_STDIN = {
 
 CALL_PROGRAMS = {
     "correct": "class Solution:\n    def addLists(self, a, b):\n        return [x + y for x, y in zip(a, b)]",
-    "correct_tuple": "class Solution:\n    def addLists(self, a, b):\n        return tuple(x + y for x, y in zip(a, b))",
+    "correct_tuple": "class Solution:\n    def addLists(self, a, b):\n        return tuple(map(sum, zip(a, b)))",
     "correct_uses_prelude": "class Solution:\n    def addLists(self, a: List[int], b: List[int]) -> List[int]:\n"
     "        return list(map(add, a, b))",  # List and add come from LCB's import prelude
     "wrong": "class Solution:\n    def addLists(self, a, b):\n        return [x - y for x, y in zip(a, b)]",
@@ -122,7 +122,7 @@ def test_compressed_tests_cannot_run_code() -> None:
             return (print, ("pwned",))
 
     payload = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
-    with pytest.raises(ValueError, match="refusing to load builtins.print"):
+    with pytest.raises(ValueError, match=r"refusing to load builtins\.print"):
         lcb.decode_test_cases(payload)
     with pytest.raises(ValueError, match="neither JSON nor"):
         lcb.decode_test_cases("not json, not base64 !")
