@@ -31,6 +31,7 @@ FIELD_TOOL_STATUSES = "agentrl_tool_statuses"  # list of per-call sandbox status
 FIELD_VOID_TURN = "agentrl_void_turn"  # bool: an assistant turn ended with neither a tool call nor an answer
 FIELD_MALFORMED_TOOL_CALL = "agentrl_malformed_tool_call"  # int: tool calls that could not be parsed
 FIELD_TOOL_INFRA_FAILURE = "agentrl_tool_infra_failure"  # bool: a sandbox infra_error during rollout
+FIELD_MODEL_TOKENS = "agentrl_model_tokens"  # int: response tokens the model generated (response_mask == 1)
 
 # --- per-trajectory fields written by the reward manager (reward_extra_info -> non_tensor_batch columns) ---
 FIELD_GRADER_INFRA_FAILURE = "agentrl_grader_infra_failure"  # bool: sandbox infra_error while grading
