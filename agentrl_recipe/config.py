@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from agentrl_recipe import names
+from agentrl_recipe.algos.masking import MaskConfig
 
 T = TypeVar("T")
 
@@ -87,4 +88,5 @@ class SandboxConfig:
 # Section name -> dataclass, for `configs check`. Components add their section here when they define one.
 SECTIONS: dict[str, type] = {
     "sandbox": SandboxConfig,
+    "masks": MaskConfig,
 }
