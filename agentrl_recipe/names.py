@@ -23,7 +23,7 @@ TOOL_NAME = "code_interpreter"
 TOOL_CLASS = "agentrl_recipe.tools.code_interpreter.CodeInterpreterTool"
 
 # --- per-trajectory fields: AgentLoopOutput.extra_fields -> non_tensor_batch columns and reward extra_info ---
-FIELD_NUM_TURNS = "agentrl_num_turns"  # assistant + tool turns, as the paper's tool bonus counts them
+FIELD_NUM_TURNS = "agentrl_num_turns"  # = verl's __num_turns__: prompt + assistant + tool turns (paper bonus: (n-2)/2)
 FIELD_TOOL_CALLS = "agentrl_tool_calls"  # tool calls executed
 FIELD_TOOL_FAILURES = "agentrl_tool_failures"  # tool calls whose status was not "ok"
 FIELD_TOOL_LATENCY_S = "agentrl_tool_latency_s"  # list of per-call latencies (seconds)
@@ -32,6 +32,11 @@ FIELD_VOID_TURN = "agentrl_void_turn"  # bool: an assistant turn ended with neit
 FIELD_MALFORMED_TOOL_CALL = "agentrl_malformed_tool_call"  # int: tool calls that could not be parsed
 FIELD_TOOL_INFRA_FAILURE = "agentrl_tool_infra_failure"  # bool: a sandbox infra_error during rollout
 FIELD_MODEL_TOKENS = "agentrl_model_tokens"  # int: response tokens the model generated (response_mask == 1)
+FIELD_ASSISTANT_TURNS = "agentrl_assistant_turns"  # int: assistant (generation) turns
+FIELD_NUM_VOID_TURNS = "agentrl_void_turns"  # int: how many assistant turns were void (see agent_loop.py)
+FIELD_MALFORMED_KINDS = "agentrl_malformed_kinds"  # list[str]: kind of each malformed call (agent_loop.MalformedCall)
+FIELD_TERMINATION = "agentrl_termination"  # str: why the trajectory ended (agent_loop.Termination)
+FIELD_MESSAGES = "agentrl_messages"  # list[dict]: the conversation, only with agentrl.agent_loop.record_messages
 
 # --- per-trajectory fields written by the reward manager (reward_extra_info -> non_tensor_batch columns) ---
 FIELD_GRADER_INFRA_FAILURE = "agentrl_grader_infra_failure"  # bool: sandbox infra_error while grading

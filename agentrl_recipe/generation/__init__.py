@@ -1,0 +1,10 @@
+"""Generation clients that stand in for verl's ``LLMServerClient`` (the agent loop's ``server_manager``).
+
+- :mod:`.hf_client` — in-process Hugging Face model (CPU tests, demo, data prep without a GPU);
+- :mod:`.scripted` — fixed responses, no model (deterministic tests, loop-overhead benchmark);
+- :mod:`.openai_client` — a real vLLM server over its OpenAI-compatible HTTP API (token in, token out), and a chat
+  client for teacher models.
+
+All of them implement ``async generate(request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput`` with
+the budget and stop-token semantics of verl's vLLM server (:mod:`.common`).
+"""
