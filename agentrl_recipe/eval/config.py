@@ -67,6 +67,7 @@ class EvalConfig:
     limit: int | None = None  # first N problems per data_source (smoke runs)
     batch_size: int = 8  # problems per rollout call (× n_samples trajectories)
     sandbox: dict[str, Any] | None = None  # agentrl.sandbox overrides (SandboxConfig fields)
+    plots: bool = True  # write the PNG plots next to report.json
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str):
@@ -112,6 +113,7 @@ RESUMABLE_CHANGES = frozenset(
         "limit",
         "sources",
         "sandbox",
+        "plots",
         "n_samples",  # more samples extend a run; the dumped ones stay valid
     }
 )

@@ -223,7 +223,7 @@ def load_report(path: str | Path) -> dict[str, Any]:
 
 
 # Protocol keys that describe the run's environment, not the protocol; they may differ between comparable runs.
-_NON_PROTOCOL_KEYS = {"out_dir", "data", "label", "server_url", "batch_size", "started_utc"}
+_NON_PROTOCOL_KEYS = {"out_dir", "data", "label", "server_url", "batch_size", "plots", "sandbox"}
 
 
 def protocol_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
