@@ -83,8 +83,9 @@ def convert_skywork_math(row: dict) -> dict:
             raise ConvertError("reward_model.ground_truth", f"empty or non-scalar answer list {raw[:80]!r}")
         decoded = decoded[0]
     answer = str(decoded).strip()
-    return rl_row(names.DS_SKYWORK_MATH, prompts.skywork_math_prompt(content), "math", answer,
-                  _skywork_extra(row, content))  # fmt: skip
+    return rl_row(
+        names.DS_SKYWORK_MATH, prompts.skywork_math_prompt(content), "math", answer, _skywork_extra(row, content)
+    )
 
 
 def _test_text(value: Any, *, call_based: bool, what: str) -> str:
@@ -432,8 +433,13 @@ def _row_id(row: dict) -> str:
 
 
 def _removed(row: dict, reason: str, **info: Any) -> dict:
-    return {"reason": reason, "data_source": row["data_source"], "id": _row_id(row),
-            "question": row["extra_info"]["question"][:300], **info}  # fmt: skip
+    return {
+        "reason": reason,
+        "data_source": row["data_source"],
+        "id": _row_id(row),
+        "question": row["extra_info"]["question"][:300],
+        **info,
+    }
 
 
 # ----------------------------------------------------------------------------------------------- CLI
