@@ -29,7 +29,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-_ALLOWED_PREFIX = "agentrl_recipe."  # the worker only runs functions of this package
+DEFAULT_ALLOWED = ("agentrl_recipe.",)  # module prefixes a pool accepts targets from
+
+
+STARTUP_TIMEOUT_S = 120.0  # a worker's interpreter start and preloads (sympy/math-verify: seconds on a busy node)
 
 
 class GraderTimeout(TimeoutError):
@@ -52,6 +55,7 @@ class _Worker:
             env=env,
         )
         self._buf = b""
+        self._ready = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -67,6 +71,10 @@ class _Worker:
 
     def call(self, target: str, args: list[Any], kwargs: dict[str, Any], timeout_s: float) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        if not self._ready:  # start-up (interpreter, preloads) is not part of the call's timeout
+            if self._read_line(STARTUP_TIMEOUT_S) != b"ready":
+                raise GraderCrashed("isolated grader worker did not start")
+            self._ready = True
         self.proc.stdin.write(json.dumps({"target": target, "args": args, "kwargs": kwargs}).encode() + b"\n")
         self.proc.stdin.flush()
         line = self._read_line(timeout_s)
@@ -96,11 +104,14 @@ class _Worker:
 class IsolatedPool:
     """At most ``max_workers`` helper processes; each call gets one to itself, with a hard wall-clock timeout."""
 
-    def __init__(self, max_workers: int = 2, preload: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, max_workers: int = 2, preload: tuple[str, ...] = (), allowed: tuple[str, ...] = DEFAULT_ALLOWED
+    ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         self.max_workers = max_workers
         self.preload = preload
+        self.allowed = allowed
         self._idle: list[_Worker] = []
         self._slots = threading.BoundedSemaphore(max_workers)
         self._lock = threading.Lock()
@@ -109,8 +120,8 @@ class IsolatedPool:
 
     def call(self, target: str, *args: Any, timeout_s: float, **kwargs: Any) -> Any:
         """Run ``module:function`` (JSON-able args and result) in a worker; raises GraderTimeout / GraderCrashed."""
-        if not target.startswith(_ALLOWED_PREFIX):
-            raise ValueError(f"isolated target must be a function of {_ALLOWED_PREFIX}*, got {target!r}")
+        if ":" not in target or not target.startswith(self.allowed):
+            raise ValueError(f"isolated target must be 'module:function' under {self.allowed}, got {target!r}")
         if self._closed:
             raise RuntimeError("IsolatedPool is closed")
         with self._slots:
@@ -181,9 +192,7 @@ def _close_pools() -> None:
 
 
 def _resolve(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    if not target.startswith(_ALLOWED_PREFIX) or not attr:
-        raise ValueError(f"bad isolated target {target!r}")
+    module_name, _, attr = target.partition(":")  # the parent checked it against its allow-list
     return getattr(importlib.import_module(module_name), attr)
 
 
@@ -193,6 +202,8 @@ def _serve() -> None:
         importlib.import_module(module_name)
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything a grader prints must not corrupt the protocol
+    out.write(b"ready\n")
+    out.flush()
     for raw in sys.stdin.buffer:
         try:
             request = json.loads(raw)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ast
 import math
-import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -49,7 +48,7 @@ MATH_VERIFIERS = ("strict", "math_verify")
 STRICT_OUTER_WINDOW = 300
 STRICT_INNER_WINDOW = 100
 CODE_FENCE = "```python\n"
-_MATH_VERIFY_TARGET = "agentrl_recipe.rewards.scoring:math_verify_equal"
+_MATH_VERIFY_TARGET = "agentrl_recipe.rewards.equivalence:math_verify_equal"
 
 
 def task_kind(data_source: str) -> TaskKind:
@@ -101,22 +100,6 @@ def score_gpqa(solution_str: str, ground_truth: Any) -> dict[str, Any]:
     return score_math_strict(solution_str, gold)
 
 
-def math_verify_equal(pred: str, gold: str, timeout_s: float = 10.0) -> bool:
-    """math-verify equivalence of two answers (each parsed as ``\\boxed{...}``). Runs inside an isolated worker.
-
-    math-verify's own SIGALRM timeouts are used only in a main thread; elsewhere they would raise, so they are off
-    and the caller's hard kill (:mod:`agentrl_recipe.rewards.isolation`) is the only bound.
-    """
-    from math_verify import parse, verify
-
-    timeout = max(1, int(timeout_s)) if threading.current_thread() is threading.main_thread() else None
-    gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=timeout)
-    pred_parsed = parse("\\boxed{" + pred + "}", parsing_timeout=timeout)
-    if not gold_parsed or not pred_parsed:
-        return False
-    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=timeout))
-
-
 def _math_verify_result(pred: str | None, gold: str, equal: bool) -> dict[str, Any]:
     correct = pred is not None and (pred == gold or equal)
     return {"score": 1.0 if correct else -1.0, "acc": correct, "pred": pred}
@@ -129,7 +112,7 @@ def score_math_verify(solution_str: str, ground_truth: Any, *, timeout_s: float 
     gold, pred = _as_answer(ground_truth), last_boxed_strict(solution_str)
     if pred is None or pred == gold:
         return _math_verify_result(pred, gold, False)
-    pool = get_isolated_pool(preload=("math_verify",))
+    pool = get_isolated_pool(preload=("agentrl_recipe.rewards.equivalence", "math_verify"))
     try:
         equal = pool.call(_MATH_VERIFY_TARGET, pred, gold, timeout_s=timeout_s)
     except GraderCrashed:  # math-verify failed on this text: not shown equal (its own compute_score scores 0)
@@ -143,7 +126,7 @@ async def ascore_math_verify(solution_str: str, ground_truth: Any, *, timeout_s:
     gold, pred = _as_answer(ground_truth), last_boxed_strict(solution_str)
     if pred is None or pred == gold:
         return _math_verify_result(pred, gold, False)
-    pool = get_isolated_pool(preload=("math_verify",))
+    pool = get_isolated_pool(preload=("agentrl_recipe.rewards.equivalence", "math_verify"))
     try:
         equal = await pool.acall(_MATH_VERIFY_TARGET, pred, gold, timeout_s=timeout_s)
     except GraderCrashed:
