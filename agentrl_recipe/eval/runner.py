@@ -55,11 +55,15 @@ class Trajectory:
 
 
 class Generator(Protocol):
-    """Rolls out problems: ``samples[i]`` are the sample indices wanted for ``problems[i]``."""
+    """Rolls out problems: ``samples[i]`` are the sample indices wanted for ``problems[i]``.
 
-    def generate(self, problems: Sequence[EvalProblem], samples: Sequence[Sequence[int]]) -> list[Trajectory]: ...
+    Async, and called from one event loop for the whole run: verl's agent loop and the sandbox pool bind to the loop
+    they first run in, and grading shares that loop with generation.
+    """
 
-    def close(self) -> None: ...
+    async def generate(self, problems: Sequence[EvalProblem], samples: Sequence[Sequence[int]]) -> list[Trajectory]: ...
+
+    async def aclose(self) -> None: ...
 
 
 # --- protocol check ---
@@ -142,9 +146,10 @@ def make_record(problem: EvalProblem, traj: Trajectory, grade: SampleGrade) -> d
     }
 
 
-async def _grade_all(
+async def grade_items(
     items: Sequence[tuple[EvalProblem, str, list[dict[str, Any]] | None]], *, sandbox: Any, lcb_timeout_s: float
 ) -> list[SampleGrade]:
+    """Grade (problem, response text, messages) items concurrently (bounded by GRADE_CONCURRENCY)."""
     sem = asyncio.Semaphore(GRADE_CONCURRENCY)
 
     async def one(problem: EvalProblem, text: str, messages: list[dict[str, Any]] | None) -> SampleGrade:
@@ -162,15 +167,7 @@ async def _grade_all(
     return list(await asyncio.gather(*(one(*item) for item in items)))
 
 
-def grade_items(
-    items: Sequence[tuple[EvalProblem, str, list[dict[str, Any]] | None]], *, sandbox: Any, lcb_timeout_s: float
-) -> list[SampleGrade]:
-    from agentrl_recipe.rewards.code_grading import run_coroutine_sync
-
-    return run_coroutine_sync(_grade_all(items, sandbox=sandbox, lcb_timeout_s=lcb_timeout_s))
-
-
-def regrade_infra_failures(
+async def regrade_infra_failures(
     dump: RolloutDump, problems: Sequence[EvalProblem], *, sandbox: Any, lcb_timeout_s: float
 ) -> int:
     """Re-grade dumped samples whose grading hit a sandbox infra_error; appends the new records. Returns how many."""
@@ -178,7 +175,7 @@ def regrade_infra_failures(
     stale = [r for r in dump.load().values() if r.get("infra_failure") and r["prompt_id"] in by_id]
     if not stale:
         return 0
-    grades = grade_items(
+    grades = await grade_items(
         [(by_id[r["prompt_id"]], r["response"], r.get("messages")) for r in stale],
         sandbox=sandbox,
         lcb_timeout_s=lcb_timeout_s,
@@ -270,7 +267,18 @@ def write_report(
 # --- the run ---
 
 
-def run_eval(
+def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
+    """Run (or resume) the eval described by ``cfg``; returns the report dict (also written to ``cfg.out_dir``).
+
+    Blocking; safe to call from code that already runs an event loop (the run then gets a thread of its own).
+    Keyword arguments are those of :func:`arun_eval`.
+    """
+    from agentrl_recipe.rewards.code_grading import run_coroutine_sync
+
+    return run_coroutine_sync(arun_eval(cfg, **kwargs))
+
+
+async def arun_eval(
     cfg: EvalConfig,
     *,
     generator: Generator | None = None,
@@ -278,11 +286,12 @@ def run_eval(
     show_progress: bool = True,
     on_batch: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) the eval described by ``cfg`` and return the report dict (also written to ``cfg.out_dir``).
+    """:func:`run_eval` as a coroutine.
 
-    ``generator`` defaults to the backend ``cfg.backend`` selects (:func:`agentrl_recipe.eval.generate.make_generator`);
-    tests and the demo may pass their own. ``sandbox`` defaults to the one ``cfg.sandbox`` describes. ``on_batch`` is
-    called with the number of records written after every batch (progress hooks, interruption tests).
+    ``generator`` defaults to the agent-loop rollout of ``cfg.backend``
+    (:class:`agentrl_recipe.eval.generate.RolloutGenerator`); tests and the demo may pass their own (it is then
+    theirs to close). ``sandbox`` (grading) defaults to the one ``cfg.sandbox`` describes. ``on_batch`` is called
+    with the number of records written after every batch (progress hooks).
     """
     from tqdm.auto import tqdm
 
@@ -296,41 +305,35 @@ def run_eval(
 
         sandbox = get_sandbox(SandboxConfig.from_dict(cfg.sandbox))
     dump = RolloutDump(out / DUMP_FILE)
-    regraded = regrade_infra_failures(dump, problems, sandbox=sandbox, lcb_timeout_s=cfg.lcb_timeout_s)
+    regraded = await regrade_infra_failures(dump, problems, sandbox=sandbox, lcb_timeout_s=cfg.lcb_timeout_s)
     if regraded:
         logger.info("re-graded %d samples whose grading had hit a sandbox infra_error", regraded)
-    done = dump.load()
-    work = pending_samples(problems, done, cfg.n_samples)
+    work = pending_samples(problems, dump.load(), cfg.n_samples)
     todo = sum(len(s) for _, s in work)
+    total = cfg.n_samples * len(problems)
     gen_s = grade_s = 0.0
     if todo:
         own_generator = generator is None
-        if own_generator:
-            from agentrl_recipe.eval.generate import make_generator
+        if generator is None:
+            from agentrl_recipe.eval.generate import RolloutGenerator
 
-            generator = make_generator(cfg)
-        assert generator is not None
-        bar = tqdm(
-            total=cfg.n_samples * len(problems),
-            initial=cfg.n_samples * len(problems) - todo,
-            desc="eval samples",
-            unit="traj",
-            disable=not show_progress,
-        )
+            generator = RolloutGenerator(cfg)
+        bar = tqdm(total=total, initial=total - todo, desc="eval", unit="traj", disable=not show_progress)
         try:
             for batch in batches(work, cfg.batch_size):
                 t0 = time.monotonic()
-                trajectories = generator.generate([p for p, _ in batch], [s for _, s in batch])
+                trajectories = await generator.generate([p for p, _ in batch], [s for _, s in batch])
                 t1 = time.monotonic()
                 by_key = {(p.prompt_id, s): p for p, samples in batch for s in samples}
                 got = {(t.prompt_id, t.sample) for t in trajectories}
-                if got != set(by_key):
+                if got != set(by_key) or len(trajectories) != len(by_key):
                     raise RuntimeError(
-                        f"the generator returned {len(got)} trajectories for {len(by_key)} requested (prompt, sample)"
-                        f" pairs; missing {sorted(set(by_key) - got)[:3]}, unexpected {sorted(got - set(by_key))[:3]}"
+                        f"the generator returned {len(trajectories)} trajectories for {len(by_key)} requested "
+                        f"(prompt, sample) pairs; missing {sorted(set(by_key) - got)[:3]}, "
+                        f"unexpected {sorted(got - set(by_key))[:3]}"
                     )
                 problems_of = [by_key[(t.prompt_id, t.sample)] for t in trajectories]
-                grades = grade_items(
+                grades = await grade_items(
                     [(p, t.response_text, t.messages) for p, t in zip(problems_of, trajectories, strict=True)],
                     sandbox=sandbox,
                     lcb_timeout_s=cfg.lcb_timeout_s,
@@ -346,7 +349,7 @@ def run_eval(
         finally:
             bar.close()
             if own_generator:
-                generator.close()
+                await generator.aclose()
     timing = {
         "generated_this_run": todo,
         "generation_s": round(gen_s, 3),

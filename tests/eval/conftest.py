@@ -41,7 +41,7 @@ class ScriptedGenerator:
         self.fail_after_batches = fail_after_batches
         self.closed = False
 
-    def generate(self, problems: Sequence[EvalProblem], samples: Sequence[Sequence[int]]) -> list[Trajectory]:
+    async def generate(self, problems: Sequence[EvalProblem], samples: Sequence[Sequence[int]]) -> list[Trajectory]:
         if self.fail_after_batches is not None and self.batches >= self.fail_after_batches:
             raise KeyboardInterrupt("simulated kill")
         self.batches += 1
@@ -78,7 +78,7 @@ class ScriptedGenerator:
                 )
         return out
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         self.closed = True
 
 
