@@ -45,3 +45,11 @@ lint: install  ## ruff check + format check
 format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# --- evaluation (agentrl_recipe/eval): the paper's protocol unless ARGS changes it; rerun with the same OUT to resume.
+.PHONY: eval
+eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the paper's protocol [OUT=run dir] [ARGS=flags]
+	@if [ -z "$(MODEL)" ] || [ -z "$(DATA)" ]; then \
+	  echo "usage: make eval MODEL=<HF dir or id> DATA=<eval parquet(s)> [OUT=runs/eval/<name>] [ARGS='-k 4 --limit 2']"; \
+	  exit 2; fi
+	$(VENV)/bin/agentrl-recipe eval run --model $(MODEL) --data $(DATA) $(if $(OUT),--out $(OUT)) $(ARGS)
