@@ -102,11 +102,13 @@ class TrajectoryStats:
     void_turns: int = 0
     termination: Termination | None = None
 
-    def fields(self, agent_data: AgentData, messages: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def fields(self, agent_data: AgentData, response_length: int, messages: list[dict] | None) -> dict[str, Any]:
         failures = sum(status != "ok" for status in self.tool_statuses)
         out: dict[str, Any] = {
             names.FIELD_NUM_TURNS: agent_data.user_turns + agent_data.assistant_turns + 1,  # == verl's num_turns
             names.FIELD_ASSISTANT_TURNS: agent_data.assistant_turns,
+            # verl cuts the response to response_length after the loop; count the model's tokens in what is kept
+            names.FIELD_MODEL_TOKENS: sum(agent_data.response_mask[:response_length]),
             names.FIELD_TOOL_CALLS: len(self.tool_statuses),
             names.FIELD_TOOL_FAILURES: failures,
             names.FIELD_TOOL_STATUSES: list(self.tool_statuses),
@@ -328,7 +330,7 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         """Write the trajectory's fields and close stateful tool sessions; runs once, when the loop terminates."""
         stats = self.stats(agent_data)
         messages = self._clean_messages(agent_data.messages) if self.settings.record_messages else None
-        agent_data.extra_fields.update(stats.fields(agent_data, messages))
+        agent_data.extra_fields.update(stats.fields(agent_data, self.response_length, messages))
         for tool in getattr(agent_data, "_active_tools", self.tools).values():
             close = getattr(tool, "close_session", None)
             if close is None:
@@ -339,7 +341,11 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
                 logger.warning("closing the %s session of %s failed", tool.name, agent_data.request_id, exc_info=True)
 
     def _clean_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Plain-JSON copy of the conversation, stop tokens stripped from assistant content."""
+        """Copy of the conversation that the chat template renders back to the generated tokens.
+
+        Assistant content loses the stop token the hermes parser leaves in, and — when the message carries tool
+        calls — the one newline before the first call, which Qwen-style templates emit themselves.
+        """
         cleaned = []
         for message in messages:
             message = dict(message)
@@ -347,6 +353,8 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
                 content = message["content"]
                 for stop in self._stop_texts:
                     content = content.replace(stop, "")
+                if message.get("tool_calls") and content.endswith("\n"):
+                    content = content[:-1]
                 message["content"] = content
             cleaned.append(message)
         return cleaned

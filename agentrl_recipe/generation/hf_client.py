@@ -151,7 +151,7 @@ class HFGenerationClient:
         top_k = int(params.get("top_k", -1))
         config = GenerationConfig(
             max_new_tokens=max_new,
-            min_new_tokens=int(params.get("min_tokens", 0)),
+            min_new_tokens=min(int(params.get("min_tokens", 0)), max_new),
             do_sample=not greedy,
             temperature=None if greedy else temperature,
             top_p=None if greedy else float(params.get("top_p", 1.0)),

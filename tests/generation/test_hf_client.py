@@ -1,0 +1,114 @@
+"""HFGenerationClient: vLLM sampling conventions, verl's token budget and raw logprobs on the tiny model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from agentrl_recipe.generation.common import ContextLimits
+from agentrl_recipe.generation.hf_client import HFGenerationClient
+from agentrl_recipe.generation.scripted import ScriptedTurn, turns
+
+GREEDY = {"temperature": 0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+
+
+@pytest.fixture(scope="module")
+def client(tiny_model_dir) -> HFGenerationClient:
+    return HFGenerationClient.from_pretrained(
+        tiny_model_dir, limits=ContextLimits(prompt_length=64, response_length=24)
+    )
+
+
+@pytest.fixture(scope="module")
+def prompt(client) -> list[int]:
+    return client.tokenizer.encode("What is 6 * 7? Let me compute.")
+
+
+def test_greedy_is_argmax_and_logprobs_are_the_models(client, prompt):
+    out = asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params=GREEDY))
+    assert out.stop_reason == "completed"
+    assert len(out.log_probs) == len(out.token_ids) > 0
+    ids = torch.tensor([prompt + out.token_ids])
+    with torch.no_grad():
+        logits = client.model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+    assert out.token_ids == logits.argmax(-1).tolist()
+    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
+    assert out.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
+    assert all(lp <= 0 for lp in out.log_probs)
+
+
+def test_budget_follows_verls_vllm_server(client, prompt):
+    # min_tokens keeps the random model from stopping early, so the budget alone decides the length.
+    params = {**GREEDY, "min_tokens": 1000}
+    # default: min(response_length, prompt_length + response_length - len(prompt)) = min(24, 88 - 13)
+    out = asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params=params))
+    assert len(out.token_ids) == 24
+    long_prompt = (prompt * 8)[:74]  # leaves 88 - 74 = 14 tokens
+    out = asyncio.run(client.generate("r", prompt_ids=long_prompt, sampling_params=params))
+    assert len(out.token_ids) == 14
+    out = asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params={**params, "max_tokens": 3}))
+    assert len(out.token_ids) == 3
+
+
+def test_stop_token_ids_stop_and_are_returned(client, prompt):
+    free = asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params=GREEDY)).token_ids
+    stop = free[2]
+    first = free.index(stop)
+    out = asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params={**GREEDY, "stop_token_ids": [stop]}))
+    assert out.token_ids == free[: first + 1]
+
+
+def test_sampling_is_seeded_per_request(tiny_model_dir, prompt):
+    limits = ContextLimits(prompt_length=64, response_length=24)
+    params = {"temperature": 1.0, "top_p": 0.9, "top_k": 50, "logprobs": False}
+    a = HFGenerationClient.from_pretrained(tiny_model_dir, limits=limits, seed=7)
+    b = HFGenerationClient.from_pretrained(tiny_model_dir, limits=limits, seed=7)
+
+    async def two(c: HFGenerationClient) -> list[list[int]]:
+        outs = await asyncio.gather(*(c.generate(rid, prompt_ids=prompt, sampling_params=params) for rid in "xy"))
+        return [o.token_ids for o in outs]
+
+    first, second = asyncio.run(two(a)), asyncio.run(two(b))
+    assert first == second  # same seed and request ids → same samples, whatever the scheduling order
+    assert first[0] != first[1]  # different requests draw different samples
+    assert asyncio.run(a.generate("x", prompt_ids=prompt, sampling_params=params)).log_probs is None
+
+
+def test_scripted_turn_is_forced_with_model_logprobs(tiny_model_dir, prompt):
+    limits = ContextLimits(prompt_length=64, response_length=24)
+    client = HFGenerationClient.from_pretrained(tiny_model_dir, limits=limits, script=turns("The answer is 42."))
+    forced = asyncio.run(client.generate("s", prompt_ids=prompt, sampling_params=GREEDY))
+    tok = client.tokenizer
+    assert forced.token_ids == tok.encode("The answer is 42.") + [tok.eos_token_id]
+    assert forced.log_probs == pytest.approx(client._score(prompt, forced.token_ids), abs=1e-5)
+    # the script has no second turn → the model generates
+    free = asyncio.run(client.generate("s", prompt_ids=prompt, sampling_params=GREEDY))
+    assert free.token_ids != forced.token_ids
+    # an open turn (stop=False) gets no EOS and is cut to the budget
+    open_client = HFGenerationClient.from_pretrained(
+        tiny_model_dir, limits=limits, script=turns(ScriptedTurn(text="x " * 100, stop=False))
+    )
+    cut = asyncio.run(open_client.generate("o", prompt_ids=prompt, sampling_params=GREEDY))
+    assert len(cut.token_ids) == 24 and tok.eos_token_id not in cut.token_ids
+
+
+def test_bad_requests_fail_clearly(client, prompt):
+    with pytest.raises(ValueError, match="unsupported sampling_params"):
+        asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params={"temprature": 0.5}))
+    with pytest.raises(ValueError, match="no room to generate"):
+        asyncio.run(client.generate("r", prompt_ids=[1] * 88, sampling_params=GREEDY))
+    with pytest.raises(ValueError, match="text-only"):
+        asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params=GREEDY, image_data=[object()]))
+
+
+def test_context_limits_match_vllm_server():
+    limits = ContextLimits(prompt_length=100, response_length=50)
+    assert limits.max_new_tokens(10, {}) == 50
+    assert limits.max_new_tokens(120, {}) == 30
+    assert limits.max_new_tokens(10, {"max_tokens": 7}) == 7
+    assert limits.max_new_tokens(140, {"max_tokens": 70}) == 10  # clamped to the context headroom
+    assert ContextLimits(100, 50, max_model_len=1000).max_new_tokens(140, {"max_tokens": 70}) == 70
+    with pytest.raises(ValueError):
+        limits.max_new_tokens(150, {})
