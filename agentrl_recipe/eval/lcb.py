@@ -13,18 +13,12 @@ rewards helper's engine, :mod:`agentrl_recipe.rewards.code_grading`, run in the 
 trusted parent. Known deviation of that engine from LCB, kept on purpose: a stdin program runs as ``__main__`` with a
 real ``sys.stdin`` (LCB wraps it in a function, which breaks ``global`` statements in correct programs).
 
-The LCB row loaders decode LiveCodeBench's own rows (``public_test_cases`` JSON, ``private_test_cases`` JSON or
-base64(zlib(pickle(JSON string)))); the pickle is read with an unpickler that accepts no classes at all, so a crafted
-file cannot run code (the real payload is a plain string).
+Tests come from the eval row's ground truth, which data prep builds from LiveCodeBench's release (public + private
+tests decoded, ``data_prep.prep_eval.decode_lcb_tests``): ``{"inputs", "outputs", "fn_name"}`` as a JSON string.
 """
 
 from __future__ import annotations
 
-import base64
-import io
-import json
-import pickle
-import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -46,54 +40,6 @@ def extract_code(model_output: str) -> str:
 def strip_thinking(text: str) -> str:
     """Drop a reasoning prefix ending in ``</think>`` (LCB graders see only the answer part)."""
     return text.rsplit("</think>", 1)[-1] if "</think>" in text else text
-
-
-class _NoClassesUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: LCB test payloads are plain strings")
-
-
-def decode_test_cases(value: str | list) -> list[dict[str, Any]]:
-    """LCB ``public_test_cases``/``private_test_cases``: a JSON list, or base64(zlib(pickle(JSON string)))."""
-    if isinstance(value, list):
-        return value
-    if not isinstance(value, str):
-        raise TypeError(f"LCB test cases must be a str or list, got {type(value).__name__}")
-    if value.strip() == "":
-        return []
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        pass
-    try:
-        raw = zlib.decompress(base64.b64decode(value.encode("utf-8"), validate=True))
-        inner = _NoClassesUnpickler(io.BytesIO(raw)).load()
-    except Exception as e:
-        raise ValueError(f"LCB test cases are neither JSON nor base64(zlib(pickle)): {type(e).__name__}: {e}") from e
-    if isinstance(inner, bytes):
-        inner = inner.decode("utf-8")
-    return json.loads(inner) if isinstance(inner, str) else inner
-
-
-def encode_private_test_cases(tests: list[dict[str, Any]]) -> str:
-    """Inverse of :func:`decode_test_cases` in LCB's compressed layout (for fixtures and round-trip tests)."""
-    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode("utf-8")
-
-
-def tests_from_lcb_problem(problem: dict[str, Any]) -> dict[str, Any]:
-    """``{"inputs", "outputs", "fn_name"}`` of an upstream LCB row (public + private, in that order)."""
-    public = decode_test_cases(problem.get("public_test_cases") or "[]")
-    private = decode_test_cases(problem.get("private_test_cases") or "[]")
-    metadata = problem.get("metadata") or "{}"
-    metadata = json.loads(metadata) if isinstance(metadata, str) else metadata
-    cases = [*public, *private]
-    if not cases:
-        raise ValueError(f"LCB problem {problem.get('question_id')!r} has no tests")
-    return {
-        "inputs": [c["input"] for c in cases],
-        "outputs": [c["output"] for c in cases],
-        "fn_name": metadata.get("func_name"),
-    }
 
 
 @dataclass

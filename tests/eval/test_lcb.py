@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 
 import pytest
 
@@ -12,34 +11,18 @@ from agentrl_recipe.tools.sandbox import get_sandbox
 
 FAST_TIMEOUT_S = 1.0  # per test; LCB's 6 s default is exercised by the e2e test
 
-# stdin problem: print the sum of the integers on the second line.
-STDIN_PUBLIC = [{"input": "3\n1 2 3\n", "output": "6\n", "testtype": "stdin"}]
-STDIN_PRIVATE = [
-    {"input": "1\n-5\n", "output": "-5\n", "testtype": "stdin"},
-    {"input": "4\n10 20 30 40\n", "output": "100\n", "testtype": "stdin"},
-    {"input": "2\n7 8\n", "output": "15\n", "testtype": "stdin"},
-]
-STDIN_ROW = {  # upstream LCB row layout (strings), private tests compressed as in code_generation_lite
-    "question_id": "abc001_a",
-    "platform": "atcoder",
-    "starter_code": "",
-    "public_test_cases": json.dumps(STDIN_PUBLIC),
-    "private_test_cases": lcb.encode_private_test_cases(STDIN_PRIVATE),
-    "metadata": "{}",
+# stdin problem: print the sum of the integers on the second line. Test 0 stands for the public test, the rest for
+# the private ones (data prep decodes both into this one list, public first).
+STDIN_TESTS = {
+    "inputs": ["3\n1 2 3\n", "1\n-5\n", "4\n10 20 30 40\n", "2\n7 8\n"],
+    "outputs": ["6\n", "-5\n", "100\n", "15\n"],
+    "fn_name": None,
 }
-# call-based problem: element-wise sum of two lists.
-CALL_TESTS = [
-    {"input": "[1, 2]\n[3, 4]", "output": "[4, 6]", "testtype": "functional"},
-    {"input": "[]\n[]", "output": "[]", "testtype": "functional"},
-    {"input": "[5]\n[-5]", "output": "[0]", "testtype": "functional"},
-]
-CALL_ROW = {
-    "question_id": "3206",
-    "platform": "leetcode",
-    "starter_code": "class Solution:\n    def addLists(self, a: List[int], b: List[int]) -> List[int]:\n        ",
-    "public_test_cases": json.dumps(CALL_TESTS[:1]),
-    "private_test_cases": json.dumps(CALL_TESTS[1:]),
-    "metadata": json.dumps({"func_name": "addLists"}),
+# call-based problem (LeetCode): element-wise sum of two lists; one JSON value per line per argument.
+CALL_TESTS = {
+    "inputs": ["[1, 2]\n[3, 4]", "[]\n[]", "[5]\n[-5]"],
+    "outputs": ["[4, 6]", "[]", "[0]"],
+    "fn_name": "addLists",
 }
 
 
@@ -103,35 +86,11 @@ def test_extract_code_follows_lcb() -> None:
     assert lcb.strip_thinking("<think>```x```</think>answer") == "answer"
 
 
-def test_test_cases_decode_both_layouts() -> None:
-    tests = lcb.tests_from_lcb_problem(STDIN_ROW)
-    assert tests["fn_name"] is None
-    assert tests["inputs"] == [c["input"] for c in STDIN_PUBLIC + STDIN_PRIVATE]  # public first, then private
-    assert tests["outputs"][-1] == "15\n"
-    call = lcb.tests_from_lcb_problem(CALL_ROW)
-    assert call["fn_name"] == "addLists" and len(call["inputs"]) == 3
-    assert lcb.decode_test_cases(lcb.encode_private_test_cases(CALL_TESTS)) == CALL_TESTS
-
-
-def test_compressed_tests_cannot_run_code() -> None:
-    import base64
-    import zlib
-
-    class Evil:
-        def __reduce__(self):
-            return (print, ("pwned",))
-
-    payload = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
-    with pytest.raises(ValueError, match=r"refusing to load builtins\.print"):
-        lcb.decode_test_cases(payload)
-    with pytest.raises(ValueError, match="neither JSON nor"):
-        lcb.decode_test_cases("not json, not base64 !")
-
-
 @pytest.mark.parametrize("name", list(STDIN_PROGRAMS))
 def test_stdin_problem(name: str, sandbox) -> None:
-    tests = lcb.tests_from_lcb_problem(STDIN_ROW)
-    grade = lcb.grade_response(fenced(STDIN_PROGRAMS[name]), tests, sandbox=sandbox, timeout_s=FAST_TIMEOUT_S)
+    grade = lcb.grade_response(
+        fenced(STDIN_PROGRAMS[name]), json.dumps(STDIN_TESTS), sandbox=sandbox, timeout_s=FAST_TIMEOUT_S
+    )
     passed, failure = EXPECTED_STDIN[name]
     assert grade.passed is passed, grade
     assert grade.failure_status == failure, grade
@@ -144,15 +103,16 @@ def test_stdin_problem(name: str, sandbox) -> None:
 
 @pytest.mark.parametrize("name", list(CALL_PROGRAMS))
 def test_call_based_problem(name: str, sandbox) -> None:
-    tests = lcb.tests_from_lcb_problem(CALL_ROW)
-    grade = lcb.grade_response(fenced(CALL_PROGRAMS[name]), tests, sandbox=sandbox, timeout_s=FAST_TIMEOUT_S)
+    grade = lcb.grade_response(
+        fenced(CALL_PROGRAMS[name]), json.dumps(CALL_TESTS), sandbox=sandbox, timeout_s=FAST_TIMEOUT_S
+    )
     passed, failure = EXPECTED_CALL[name]
     assert grade.passed is passed, grade
     assert grade.failure_status == failure, grade
 
 
 def test_no_code_fails_without_running(sandbox) -> None:
-    grade = lcb.grade_response("I think the answer is 6.", json.dumps(lcb.tests_from_lcb_problem(STDIN_ROW)))
+    grade = lcb.grade_response("I think the answer is 6.", json.dumps(STDIN_TESTS))
     assert not grade.passed and grade.failure_status == "no_code" and grade.statuses == []
 
 
@@ -187,6 +147,5 @@ class BrokenSandbox:
 
 
 def test_sandbox_failure_is_not_a_wrong_answer() -> None:
-    tests = lcb.tests_from_lcb_problem(STDIN_ROW)
-    grade = lcb.grade_response(fenced(STDIN_PROGRAMS["correct"]), tests, sandbox=BrokenSandbox())
+    grade = lcb.grade_response(fenced(STDIN_PROGRAMS["correct"]), STDIN_TESTS, sandbox=BrokenSandbox())
     assert grade.infra_failure and not grade.passed and grade.failure_status is None
