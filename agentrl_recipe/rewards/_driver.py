@@ -1,12 +1,12 @@
 """Trusted test driver that runs INSIDE the sandbox, next to one untrusted program (stdlib only, Python >= 3.10).
 
 The parent (:mod:`agentrl_recipe.rewards.code_grading`) sends this file's source as the code of one sandbox execution,
-followed by ``_main()``, and a JSON payload on stdin: the program, the test *inputs* (never the expected outputs) and a
-per-request random nonce. For each test the driver runs the program and writes one frame ``\\n<nonce> <json>\\n`` with
-what the program produced (captured stdout, or the JSON of the returned value). The parent parses the frames and does
-every comparison itself, so nothing the program prints about itself is trusted: a forged frame can only claim an
-output, which is what printing that output would do anyway, and a test whose frame never arrives (``os._exit``, a
-crash, a kill) counts as failed.
+followed by ``_main()``, and a JSON payload on stdin: the program, the test *inputs* (never the expected outputs) from
+test number ``start`` on, and a per-request random nonce. For each test the driver runs the program and writes one
+frame ``\\n<nonce> <json>\\n`` with what the program produced (captured stdout, or the JSON of the returned value).
+The parent parses the frames and does every comparison itself, so nothing the program prints about itself is trusted:
+a forged frame can only claim an output, which is what printing that output would do anyway, and a test whose frame
+never arrives (``os._exit``, a crash, a kill) counts as failed.
 
 Execution follows LiveCodeBench's ``testing_util``: its import prelude, ``sys.setrecursionlimit(50000)``, a
 ``SIGALRM`` timeout per test, ``SystemExit`` swallowed, stdout captured (with a ``.buffer`` for fast-IO solutions).
@@ -105,14 +105,15 @@ def _run_stdin_tests(program_code, inputs, start, timeout_s, framer):
     real_open, real_stdin, real_stdout = builtins.open, sys.stdin, sys.stdout
     prelude_code = compile(LCB_PRELUDE, "<prelude>", "exec")
     current = {"text": ""}
-    for index in range(start, len(inputs)):
-        current["text"] = inputs[index]
+    for offset, text in enumerate(inputs):
+        index = start + offset
+        current["text"] = text
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         exec(prelude_code, namespace)
         patched_open = _make_open(real_open, lambda: current["text"])
         namespace["open"] = patched_open  # the prelude's `from io import *` bound io.open there
         buffer, stdout = _capture()
-        sys.stdin, sys.stdout = _stdin_stream(inputs[index]), stdout
+        sys.stdin, sys.stdout = _stdin_stream(text), stdout
         builtins.open = patched_open
         status, error = "ok", None
         try:
@@ -163,9 +164,10 @@ def _run_call_tests(program_code, fn_name, inputs, start, timeout_s, framer):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         sys.stdout = real_stdout
-    for index in range(start, len(inputs)):
+    for offset, text in enumerate(inputs):
+        index = start + offset
         try:
-            args = [json.loads(line) for line in inputs[index].split("\n")]
+            args = [json.loads(line) for line in text.split("\n")]
         except ValueError as exc:  # validated by the parent; kept for robustness
             framer.result(index, "runtime_error", error="bad test input: " + str(exc))
             continue

@@ -260,7 +260,7 @@ async def agrade_program(
             "nonce": nonce,
             "program": program,
             "fn_name": tests.fn_name,
-            "inputs": list(tests.inputs),
+            "inputs": list(tests.inputs[start:]),  # a resumed execution gets only the tests left
             "start": start,
             "timeout_s": timeout_s_per_test,
             "max_frame_chars": max_frame_chars,
