@@ -47,6 +47,8 @@ class TinyModelSpec:
     max_position_embeddings: int = 8192
     corpus_lines: int = 14000
     seed: int = 0
+    # Extra tokenizer-training text (the CPU demo adds its rendered conversations so its prompts tokenize short).
+    extra_corpus: tuple[str, ...] = ()
 
 
 def chat_template() -> str:
@@ -112,7 +114,7 @@ def build_tokenizer(spec: TinyModelSpec = TinyModelSpec()):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    raw.train_from_iterator(_corpus(spec.corpus_lines, spec.seed), trainer=trainer)
+    raw.train_from_iterator([*_corpus(spec.corpus_lines, spec.seed), *spec.extra_corpus], trainer=trainer)
     tok = PreTrainedTokenizerFast(
         tokenizer_object=raw, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, clean_up_tokenization_spaces=False
     )
