@@ -1,0 +1,201 @@
+"""The demo's synthetic task and its scripted teacher: the paper's "real trajectories" idea in miniature.
+
+Task: one-step arithmetic word problems with single-digit operands ("Tom has 3 apples and buys 5 more..."), to be
+solved by calling ``code_interpreter``. Single digits keep the copying a ~0.2M-parameter model must learn to one
+token per operand (cpu-feasibility: tiny models learn the tool-call format long before they learn to copy
+multi-digit numbers).
+
+Teacher: a script (:func:`teacher_script`) that a :class:`~agentrl_recipe.generation.scripted.ScriptedClient` plays
+inside verl's agent loop: it writes the program as a hermes tool call, the ``agentrl_tool_agent`` loop runs it in the
+sandbox through the real ``code_interpreter`` tool, and the teacher answers with what the tool printed. The demo keeps
+a trajectory only if the ``agentrl_reward`` manager scored it correct and ``compute_score`` verifies it — the paper's
+filter on real trajectories, in miniature.
+
+The held-out split is disjoint from training by (template, a, b), so evaluation measures generalisation rather than
+recall of seen problems.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl_recipe import names
+
+DATA_SOURCE = "agentrl_demo_arith"  # no "code"/"gpqa" in it -> scoring.task_kind routes it to the math scorer
+ABILITY = "math"
+INSTRUCTION = "Use the code_interpreter tool, then give the answer in \\boxed{}."
+TEACHER_CALL_TEXT = "Let me compute it."
+TEACHER_ANSWER_TEMPLATE = "The answer is \\boxed{{{answer}}}."
+
+# (question template, operator). Operands are single digits; subtraction never goes below zero.
+TEMPLATES: tuple[tuple[str, str], ...] = (
+    ("{name} has {a} apples and buys {b} more. How many apples does {name} have now?", "+"),
+    ("{name} had {a} coins and spent {b} of them. How many coins are left?", "-"),
+    ("A box has {a} rows of {b} pens. How many pens are in the box?", "*"),
+)
+NAMES: tuple[str, ...] = ("Tom", "Ana", "Sam", "Lia", "Max", "Eva")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One word problem: what the user sees, the teacher's program and the verified answer."""
+
+    question: str
+    code: str  # the teacher's program; prints the answer
+    answer: str  # ground truth (str, as reward_model.ground_truth)
+    key: tuple[int, int, int]  # (template index, a, b): the split is disjoint on this
+
+    @property
+    def prompt(self) -> list[dict[str, str]]:
+        return [{"role": "user", "content": f"{self.question} {INSTRUCTION}"}]
+
+
+def _problem(template_index: int, a: int, b: int, name: str) -> Problem:
+    template, op = TEMPLATES[template_index]
+    if op == "-" and b > a:
+        a, b = b, a
+    answer = {"+": a + b, "-": a - b, "*": a * b}[op]
+    return Problem(
+        question=template.format(name=name, a=a, b=b),
+        code=f"print({a} {op} {b})",
+        answer=str(answer),
+        key=(template_index, a, b),
+    )
+
+
+def make_splits(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[list[Problem], list[Problem]]:
+    """Deterministic train / held-out problems, disjoint on (template, a, b); names are drawn per problem."""
+    keys = sorted(
+        {_problem(t, a, b, NAMES[0]).key for t in range(len(TEMPLATES)) for a in range(1, 10) for b in range(1, 10)}
+    )
+    rng = random.Random(seed)
+    rng.shuffle(keys)
+    n_eval_keys = max(1, len(keys) // 5)
+    if n_eval > n_eval_keys:
+        raise ValueError(f"n_eval={n_eval} > {n_eval_keys} distinct held-out problems")
+    eval_keys, train_keys = keys[:n_eval_keys], keys[n_eval_keys:]
+    held_out = [_problem(*k, rng.choice(NAMES)) for k in eval_keys[:n_eval]]
+    train = [_problem(*rng.choice(train_keys), rng.choice(NAMES)) for _ in range(n_train)]
+    return train, held_out
+
+
+def rl_rows(problems: Sequence[Problem], *, split: str) -> list[dict[str, Any]]:
+    """verl RL rows in the project's row contract (data_source, prompt, reward_model, extra_info, agent_name)."""
+    return [
+        {
+            "data_source": DATA_SOURCE,
+            "prompt": p.prompt,
+            "ability": ABILITY,
+            "reward_model": {"ground_truth": p.answer, "style": "rule"},
+            "extra_info": {"index": i, "split": split, "question": p.question},
+            "agent_name": names.AGENT_LOOP,
+        }
+        for i, p in enumerate(problems)
+    ]
+
+
+def teacher_messages(problem: Problem, observation: str) -> list[dict[str, Any]]:
+    """The conversation the teacher has with the tool (``observation`` = the tool's output text)."""
+    return [
+        *problem.prompt,
+        {
+            "role": "assistant",
+            "content": TEACHER_CALL_TEXT,
+            "tool_calls": [
+                {"type": "function", "function": {"name": names.TOOL_NAME, "arguments": {"code": problem.code}}}
+            ],
+        },
+        {"role": "tool", "content": observation},
+        {"role": "assistant", "content": TEACHER_ANSWER_TEMPLATE.format(answer=answer_from_observation(observation))},
+    ]
+
+
+def answer_from_observation(observation: str) -> str:
+    """What the teacher answers: the last non-empty line of the tool's real output (never the ground truth)."""
+    lines = [line.strip() for line in observation.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+_USER_BLOCK = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.DOTALL)
+_TOOL_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+
+
+def teacher_script(problems: Sequence[Problem]) -> Any:
+    """A :data:`~agentrl_recipe.generation.scripted.ScriptFn`: the scripted teacher, turn by turn.
+
+    Turn 0 reads the question from the prompt and calls ``code_interpreter`` with the problem's program, in the
+    exact text the chat template renders for such a call. Turn 1 reads the tool response the agent loop appended
+    (the sandbox's real output) and answers with it. The verl agent loop runs the call; nothing here executes code.
+    """
+    from agentrl_recipe.generation.scripted import ScriptedTurn
+
+    by_user_text = {p.prompt[0]["content"]: p for p in problems}
+
+    def script(request: Any) -> ScriptedTurn | None:
+        text = request.prompt_text
+        if request.turn == 0:
+            users = _USER_BLOCK.findall(text)
+            problem = by_user_text.get(users[-1]) if users else None
+            if problem is None:
+                return None
+            call = json.dumps({"name": names.TOOL_NAME, "arguments": {"code": problem.code}})
+            return ScriptedTurn(text=f"{TEACHER_CALL_TEXT}\n<tool_call>\n{call}\n</tool_call>")
+        if request.turn == 1:
+            responses = _TOOL_RESPONSE.findall(text)
+            if not responses:
+                return None
+            return ScriptedTurn(text=TEACHER_ANSWER_TEMPLATE.format(answer=answer_from_observation(responses[-1])))
+        return None
+
+    return script
+
+
+def sft_messages(recorded: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recorded conversation as an SFT row's ``messages`` (tool-call arguments as JSON objects, content stripped).
+
+    The hermes parser leaves the newline before ``<tool_call>`` in the assistant content; the chat template adds its
+    own, so it is stripped to make the rendered SFT text equal the token stream the teacher produced.
+    """
+    out = []
+    for message in recorded:
+        message = {k: v for k, v in message.items() if v is not None}
+        if message.get("role") == "assistant":
+            message["content"] = str(message.get("content") or "").strip()
+            calls = []
+            for call in message.get("tool_calls") or []:
+                function = dict(call.get("function", call))
+                if isinstance(function.get("arguments"), str):
+                    function["arguments"] = json.loads(function["arguments"])
+                calls.append({"type": "function", "function": function})
+            if calls:
+                message["tool_calls"] = calls
+            else:
+                message.pop("tool_calls", None)
+        out.append(message)
+    return out
+
+
+def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Atomic parquet write (temp + rename). Nested columns stay nested; tool-call arguments are JSON objects."""
+    import pandas as pd
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    pd.DataFrame(list(rows)).to_parquet(tmp, index=False)
+    tmp.replace(path)
+    return path
+
+
+def dump_jsonl(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(path)
+    return path
