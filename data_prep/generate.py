@@ -91,7 +91,7 @@ def summarize_problem(args: argparse.Namespace, tools: list[dict]):
     return summarize
 
 
-def cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, Any]:
     out = Path(args.out)
     problems = load_problems(args.problems, args.limit)
     settings = {
@@ -116,7 +116,7 @@ def cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
     cfg = compose(args)
     tools = load_tool_schemas(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path)
     log = progress_log(out, ".progress.jsonl")
-    run_problems(args, problems, log, summarize_problem(args, tools), desc="generate")
+    run_problems(args, problems, log, summarize_problem(args, tools), desc="generate", client=client)
 
     from data_prep.prep_sft import finish_sft
 

@@ -106,13 +106,17 @@ def run_problems(
     summarize: Callable[[str, dict, list[Any]], dict],
     *,
     desc: str,
+    client: Any = None,
 ) -> None:
-    """Roll out each problem not yet in ``log`` ``args.n`` times; log ``summarize(key, row, records)`` per problem."""
+    """Roll out each problem not yet in ``log`` ``args.n`` times; log ``summarize(key, row, records)`` per problem.
+
+    ``client`` replaces the one ``--backend`` would build (library use, tests with a scripted tiny model).
+    """
     todo = [(k, r) for k, r in problems if k not in log]
     if not todo:
         return
     cfg = compose(args)
-    client = build_client(args, cfg)
+    client = client if client is not None else build_client(args, cfg)
     per_chunk = max(1, args.concurrency // args.n)
 
     async def go() -> None:
