@@ -17,6 +17,7 @@ per test (LCB wraps it in a function, which breaks ``global`` statements), ``sys
 
 import builtins
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -80,6 +81,22 @@ def _short_error(exc):
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
+def _run_timed(fn, timeout_s):
+    """(status, value, error) of ``fn()`` under a one-shot SIGALRM. SystemExit is a normal end, as in LCB."""
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return "ok", fn(), None
+        except SystemExit:
+            return "ok", None, None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _TestTimeout:  # also when the alarm fires inside the inner `finally`
+        return "timeout", None, None
+    except BaseException as exc:
+        return "runtime_error", None, _short_error(exc)
+
+
 def _stdin_stream(text):
     return io.TextIOWrapper(io.BytesIO(text.encode("utf-8", "surrogatepass")), encoding="utf-8", newline=None)
 
@@ -115,19 +132,8 @@ def _run_stdin_tests(program_code, inputs, start, timeout_s, framer):
         buffer, stdout = _capture()
         sys.stdin, sys.stdout = _stdin_stream(text), stdout
         builtins.open = patched_open
-        status, error = "ok", None
         try:
-            signal.setitimer(signal.ITIMER_REAL, timeout_s)
-            try:
-                exec(program_code, namespace)
-            except SystemExit:
-                pass
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-        except _TestTimeout:
-            status = "timeout"
-        except BaseException as exc:
-            status, error = "runtime_error", _short_error(exc)
+            status, _, error = _run_timed(functools.partial(exec, program_code, namespace), timeout_s)
         finally:
             builtins.open, sys.stdin, sys.stdout = real_open, real_stdin, real_stdout
         with contextlib.suppress(Exception):
@@ -149,21 +155,21 @@ def _resolve_function(namespace, fn_name):
 def _run_call_tests(program_code, fn_name, inputs, start, timeout_s, framer):
     real_stdout = sys.stdout
     namespace = {"__name__": "__solution__", "__builtins__": builtins}
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)
-    try:
-        sys.stdout = io.StringIO()  # output printed by the program is not its answer
+
+    def set_up():
         exec(compile(LCB_PRELUDE, "<prelude>", "exec"), namespace)
         exec(program_code, namespace)
-        method = _resolve_function(namespace, fn_name)
-    except _TestTimeout:
-        framer.send({"t": "setup_error", "status": "timeout", "error": "module body timed out"})
-        return
-    except BaseException as exc:
-        framer.send({"t": "setup_error", "status": "runtime_error", "error": _short_error(exc)[-500:]})
-        return
+        return _resolve_function(namespace, fn_name)
+
+    sys.stdout = io.StringIO()  # output printed by the program is not its answer
+    try:
+        status, method, error = _run_timed(set_up, timeout_s)  # the module body is timed like a test (LCB)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         sys.stdout = real_stdout
+    if status != "ok" or method is None:
+        error = error or "SystemExit in the module body"
+        framer.send({"t": "setup_error", "status": status, "error": error[-500:]})
+        return
     for offset, text in enumerate(inputs):
         index = start + offset
         try:
@@ -171,18 +177,9 @@ def _run_call_tests(program_code, fn_name, inputs, start, timeout_s, framer):
         except ValueError as exc:  # validated by the parent; kept for robustness
             framer.result(index, "runtime_error", error="bad test input: " + str(exc))
             continue
-        status, value, error = "ok", None, None
-        sys.stdout = io.StringIO()
+        sys.stdout = io.StringIO()  # output printed by the program is not its answer
         try:
-            signal.setitimer(signal.ITIMER_REAL, timeout_s)
-            try:
-                value = method(*args)
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-        except _TestTimeout:
-            status = "timeout"
-        except BaseException as exc:
-            status, error = "runtime_error", _short_error(exc)
+            status, value, error = _run_timed(functools.partial(method, *args), timeout_s)
         finally:
             sys.stdout = real_stdout
         out = None

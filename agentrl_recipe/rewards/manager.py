@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
@@ -160,16 +161,9 @@ def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> None:
 
 
 def _plain(values: Any) -> dict[str, Any]:
-    if values is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(values, DictConfig):
-            return OmegaConf.to_container(values, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    return dict(values)
+    if isinstance(values, DictConfig):
+        return OmegaConf.to_container(values, resolve=True)  # type: ignore[return-value]
+    return dict(values or {})
 
 
 # --- the shaping rules, as pure functions (tested directly and through the manager) ---

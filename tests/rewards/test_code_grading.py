@@ -100,6 +100,7 @@ def test_code_tests_parse_rejects_bad_ground_truth(ground_truth: str, message: s
         ("import sys\nprint(int(input()) * 2)\nsys.exit(0)", 3),  # SystemExit is a normal end
         ("n = int(input())\nprint(n * 2 if n != 2 else 5)", 2),  # partial pass
         ("print(2)", 1),
+        ("n = int(input())\nif n == 3:\n    big = [0] * 10**11\nprint(n * 2)", 2),  # MemoryError fails its test only
     ],
 )
 async def test_stdin_programs(program: str, passed: int, sandbox) -> None:
@@ -166,6 +167,12 @@ async def test_a_program_that_blocks_the_alarm_is_stopped_by_the_caps(sandbox) -
     assert result.passed == 0
     assert set(result.statuses) == {"timeout"}
     assert result.duration_s < 6.0
+
+
+async def test_call_based_module_body_that_hangs_times_out(sandbox) -> None:
+    result = await grade("while True:\n    pass\nclass Solution:\n    pass", ADD_LISTS, sandbox)
+    assert result.statuses == ["timeout"] * 3
+    assert result.executions == 1
 
 
 async def test_syntax_error_is_a_compile_error(sandbox) -> None:
