@@ -52,6 +52,7 @@ def add_rollout_arguments(parser: argparse.ArgumentParser, *, default_n: int) ->
         help="hf: in-process transformers (CPU/tests); openai: a vLLM OpenAI-compatible server",
     )
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint for --backend openai, e.g. http://node:8000/v1")
+    parser.add_argument("--served-model-name", help="model name the server expects (default: --model)")
     parser.add_argument("--n", type=int, default=default_n, help=f"rollouts per problem (default {default_n})")
     parser.add_argument("--concurrency", type=int, default=64, help="trajectories in flight at once (default 64)")
     parser.add_argument("--prompt-length", type=int, help="data.max_prompt_length (default: the RL config's)")
@@ -83,7 +84,7 @@ def build_client(args: argparse.Namespace, cfg: Any) -> Any:
     from agentrl_recipe.generation.openai_client import OpenAICompletionsClient
 
     return OpenAICompletionsClient(
-        base_url=args.base_url, model=args.model, limits=limits, max_concurrency=args.concurrency
+        base_url=args.base_url, model=args.served_model_name or args.model, limits=limits, max_concurrency=args.concurrency
     )
 
 
