@@ -18,6 +18,7 @@ from verl.trainer.ppo.reward import load_reward_manager
 
 from agentrl_recipe import names
 from agentrl_recipe.rewards import scoring
+from agentrl_recipe.rewards.isolation import GraderTimeout
 from agentrl_recipe.rewards.manager import REWARD_INFO_KEYS, AgentRLRewardManager, RewardKwargs
 from agentrl_recipe.rewards.metrics import reward_metrics
 
@@ -248,13 +249,9 @@ def test_a_stuck_grade_times_out_and_is_flagged(base_config, tiny_tokenizer, use
     assert out["reward_score"] == 0.0  # a code row that timed out counts as "no test passed"
 
 
-def test_infra_failure_is_flagged_and_not_shaped(base_config, tiny_tokenizer, infra_failing_sandbox) -> None:
-    original = scoring._resolve_sandbox
-    scoring._resolve_sandbox = lambda _cfg: infra_failing_sandbox
-    try:
-        out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *HALF, num_turns=6))
-    finally:
-        scoring._resolve_sandbox = original
+def test_infra_failure_is_flagged_and_not_shaped(base_config, tiny_tokenizer, infra_failing_sandbox, monkeypatch):
+    monkeypatch.setattr(scoring, "_resolve_sandbox", lambda _cfg: infra_failing_sandbox)
+    out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *HALF, num_turns=6))
     info = out["reward_extra_info"]
     assert info[names.FIELD_GRADER_INFRA_FAILURE] is True
     assert info["acc"] is None
@@ -277,20 +274,16 @@ class CountingSandbox:
             self.in_flight -= 1
 
 
-def test_grading_concurrency_is_bounded(base_config, tiny_tokenizer, sandbox) -> None:
+def test_grading_concurrency_is_bounded(base_config, tiny_tokenizer, sandbox, monkeypatch) -> None:
     counting = CountingSandbox(sandbox)
-    original = scoring._resolve_sandbox
-    scoring._resolve_sandbox = lambda _cfg: counting
-    try:
-        manager = load_reward_manager(config_with(base_config, max_concurrency=2), tiny_tokenizer)
-        rows = [make_row(tiny_tokenizer, GOOD_CODE, names.DS_LCB_V6, DOUBLE_GT) for _ in range(6)]
+    monkeypatch.setattr(scoring, "_resolve_sandbox", lambda _cfg: counting)
+    manager = load_reward_manager(config_with(base_config, max_concurrency=2), tiny_tokenizer)
+    rows = [make_row(tiny_tokenizer, GOOD_CODE, names.DS_LCB_V6, DOUBLE_GT) for _ in range(6)]
 
-        async def all_rows():
-            return await asyncio.gather(*(manager.run_single(r) for r in rows))
+    async def all_rows():
+        return await asyncio.gather(*(manager.run_single(r) for r in rows))
 
-        outs = asyncio.run(all_rows())
-    finally:
-        scoring._resolve_sandbox = original
+    outs = asyncio.run(all_rows())
     assert [o["reward_score"] for o in outs] == [1.0] * 6
     assert counting.peak == 2
 
@@ -335,3 +328,26 @@ def test_reward_kwargs_defaults_are_the_papers() -> None:
         "strict",
         "all",
     )
+
+
+def test_math_verify_option_through_the_manager(base_config, tiny_tokenizer) -> None:
+    row = make_row(tiny_tokenizer, "so \\boxed{0.5}", names.DS_DAPO, "\\frac{1}{2}")
+    assert run(load_reward_manager(base_config, tiny_tokenizer), row)["reward_score"] == -1.0  # strict
+    manager = load_reward_manager(config_with(base_config, math_verifier="math_verify"), tiny_tokenizer)
+    assert run(manager, row)["reward_score"] == 1.0
+
+
+def test_a_math_verify_hard_timeout_is_reported_as_a_grader_timeout(base_config, tiny_tokenizer, monkeypatch) -> None:
+    async def overran(*args, **kwargs):
+        raise GraderTimeout("isolated grader exceeded 10 s")
+
+    monkeypatch.setattr(scoring, "ascore_math_verify", overran)
+    manager = load_reward_manager(config_with(base_config, math_verifier="math_verify"), tiny_tokenizer)
+    out = run(manager, make_row(tiny_tokenizer, "\\boxed{9^{9^{9^{9}}}}", names.DS_DAPO, "1", num_turns=2))
+    assert out["reward_extra_info"][names.FIELD_GRADER_TIMEOUT] is True
+    assert out["reward_score"] == -1.0
+
+
+def test_max_resp_len_interpolation_resolves(base_config, tiny_tokenizer) -> None:
+    cfg = config_with(base_config, max_resp_len="${data.max_response_length}")
+    assert load_reward_manager(cfg, tiny_tokenizer).settings.max_resp_len == MAX_RESP
