@@ -35,6 +35,7 @@ from data_prep.io import (
     load_source,
     mark_done,
     read_local_file,
+    source_files,
     source_fingerprint,
 )
 from data_prep.rows import ConvertError, convert_rows, get_field, rl_row, text_field
@@ -279,8 +280,8 @@ def convert_source(spec: SourceSpec, source: str, work_dir: Path, *, options: di
 def eval_texts(paths: list[str]) -> list[tuple[str, str]]:
     """(eval id, problem text) from eval parquet files written by ``data eval`` (or any verl RL parquet)."""
     out = []
-    for path in paths:
-        for i, row in enumerate(read_local_file(Path(path))):
+    for path in [f for spec in paths for f in source_files(spec) if f.suffix == ".parquet"]:
+        for i, row in enumerate(read_local_file(path)):
             extra = row.get("extra_info") or {}
             text = extra.get("question") or row["prompt"][-1]["content"]
             out.append((f"{row.get('data_source', Path(path).stem)}:{extra.get('source_id', i)}", text))
@@ -454,7 +455,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output parquet (stats, plots, rejects are written next to it)")
     parser.add_argument("--count", action="append", metavar="SOURCE=N", help="rows to take from a source")
     parser.add_argument("--weight", action="append", metavar="SOURCE=W", help="fraction (>1 upsamples) of a source")
-    parser.add_argument("--eval", nargs="*", metavar="PARQUET", help="eval parquet files to decontaminate against")
+    parser.add_argument(
+        "--eval",
+        nargs="*",
+        metavar="PARQUET",
+        help="eval parquet files/folders (from `data eval`) to decontaminate against",
+    )
     parser.add_argument("--ngram", type=int, default=13, help="word n-gram size for decontamination (default 13)")
     parser.add_argument(
         "--threshold", type=float, default=0.5, help="n-gram overlap fraction that marks a row contaminated (0.5)"

@@ -84,7 +84,10 @@ def build_client(args: argparse.Namespace, cfg: Any) -> Any:
     from agentrl_recipe.generation.openai_client import OpenAICompletionsClient
 
     return OpenAICompletionsClient(
-        base_url=args.base_url, model=args.served_model_name or args.model, limits=limits, max_concurrency=args.concurrency
+        base_url=args.base_url,
+        model=args.served_model_name or args.model,
+        limits=limits,
+        max_concurrency=args.concurrency,
     )
 
 
