@@ -46,6 +46,14 @@ format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# --- the CPU demo (agentrl_recipe/demo.py): tiny model, real sandbox and rewards, our loss; < 10 min on 2 cores.
+DEMO_OUT ?= demo_out
+DEMO_STEPS ?=
+DEMO_ARGS ?=
+.PHONY: demo
+demo: install  ## the whole recipe end to end on CPU → $(DEMO_OUT)/ [DEMO_STEPS=n] [DEMO_ARGS="--fast --seed 1"]
+	$(VENV)/bin/agentrl-recipe demo --out $(DEMO_OUT) $(if $(DEMO_STEPS),--steps $(DEMO_STEPS)) $(DEMO_ARGS)
+
 # --- evaluation (agentrl_recipe/eval): the paper's protocol unless ARGS changes it; rerun with the same OUT to resume.
 .PHONY: eval
 eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the paper's protocol [OUT=run dir] [ARGS=flags]
