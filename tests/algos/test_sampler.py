@@ -1,0 +1,236 @@
+"""The v1 replay buffer on a real TransferQueue: DAPO refill to full size, the generation cap, trajectory masks.
+
+A scripted rollout stands in for verl's AgentLoopWorkerTQ: it writes prompt groups into TransferQueue with the
+same keys ({uid}_{session}_{index}), tags and fields (response_mask, loss_mask, rm_scores, extra_fields with
+reward_extra_info) that verl's agent loop writes, so verl's own ReplayBuffer code does the sampling.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+
+import pytest
+import torch
+
+from agentrl_recipe import names
+
+N = 2  # rollout.n
+B = 4  # train_batch_size (prompts)
+MAX_LEN = 8
+
+
+class ScriptedRollout:
+    """Each prompt's group is 'var' (acc 1 and 0) or 'zero' (all acc 0); ``extra`` adds per-session fields."""
+
+    def __init__(self, tq, script, extra=None, finish_now=True):
+        self.tq, self.script, self.extra = tq, iter(script), extra or {}
+        self.prompts, self.running = 0, []
+        self.finish_now = finish_now
+        self.step = 1
+
+    def submit(self, num_prompts: int, finished: bool = True) -> int:
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        for _ in range(num_prompts):
+            kind = next(self.script)
+            uid = uuid.uuid4().hex[:12]
+            status = "finished" if finished else "running"
+            self.tq.kv_put(
+                key=uid, partition_id="train", tag={"is_prompt": True, "status": status, "global_steps": self.step}
+            )
+            keys, fields, tags = [], [], []
+            for session in range(N):
+                acc = float(kind == "var" and session == 0)
+                length = 3 + session
+                extra = {"reward_extra_info": {"acc": acc}, **self.extra.get((self.prompts, session), {})}
+                keys.append(f"{uid}_{session}_0")
+                fields.append(
+                    {
+                        "responses": torch.arange(length),
+                        "response_mask": torch.ones(length, dtype=torch.int64),
+                        "loss_mask": torch.ones(length, dtype=torch.int64),
+                        "rm_scores": torch.tensor([0.0] * (length - 1) + [acc]),
+                        "extra_fields": extra,
+                    }
+                )
+                tags.append({"status": "success", "response_len": length, "seq_len": 2 + length, "global_steps": 1})
+            self.tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
+            if not finished:
+                self.running.append(uid)
+            self.prompts += 1
+        return num_prompts
+
+    def refill(self, num_prompts: int) -> int:
+        for uid in self.running:  # what was generating finishes by the next refill
+            self.tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
+        self.running = []
+        self.refills.append(num_prompts)
+        return self.submit(num_prompts)
+
+    refills: list[int]
+
+
+def make_buffer(cls, rollout: ScriptedRollout, masks=None, filter_groups=None):
+    rollout.refills = []
+    kwargs = {
+        "masks": masks or {},
+        "filter_groups": filter_groups or {"enable": False},
+        "train_batch_size": B,
+        "max_response_length": MAX_LEN,
+    }
+    return cls(
+        trainer_mode="sync",
+        trainer_config={},
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs=kwargs,
+        refill_fn=rollout.refill,
+        poll_interval=0.01,
+    )
+
+
+def groups_of(tq, batch) -> dict[str, list[float]]:
+    data = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["extra_fields"])
+    out: dict[str, list[float]] = {}
+    for key, extra in zip(batch.keys, data["extra_fields"], strict=True):
+        out.setdefault(key.split("_")[0], []).append(getattr(extra, "data", extra)["reward_extra_info"]["acc"])
+    return out
+
+
+@pytest.fixture
+def tq(transfer_queue):
+    yield transfer_queue
+    listing = transfer_queue.kv_list() or {}
+    for partition, items in listing.items():
+        if items:
+            transfer_queue.kv_clear(keys=list(items), partition_id=partition)
+
+
+DAPO = {"enable": True, "metric": "acc", "max_num_gen_batches": 10, "max_inflight_gen_batches": 1}
+
+
+def test_zero_variance_groups_are_refilled_to_full_size(tq) -> None:
+    from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
+
+    rollout = ScriptedRollout(tq, itertools.chain(["var", "zero", "zero", "var"], itertools.repeat("var")))
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, filter_groups=DAPO)
+    rollout.submit(B)  # the trainer's prepare_step
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    groups = groups_of(tq, batch)
+    assert len(groups) == B and len(batch) == B * N
+    assert all(len(set(accs)) > 1 for accs in groups.values())  # every group carries signal
+    assert rollout.refills == [4]  # verl's 2 prompts per evicted group
+    assert metrics["training/filter_groups/evicted_samples"] == 2  # verl's metric
+    assert metrics["training/filter_groups/refill_prompts"] == 4
+    assert metrics["training/filter_groups/gen_batches"] == 2.0
+    assert metrics["training/filter_groups/cap_reached"] == 0.0
+    assert metrics["training/filter_groups/zero_variance_groups_kept"] == 0.0
+
+
+def test_verl_builtin_buffer_ignores_the_cap(tq) -> None:
+    """verl 0.9.1's sync ReplayBuffer never stops generating when every group is zero-variance (the bug we fix)."""
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    rollout = ScriptedRollout(tq, itertools.repeat("zero"))
+    rollout.refills = []
+
+    def refill(n: int) -> int:
+        if len(rollout.refills) >= 12:  # > max_num_gen_batches=10 rounds: it would go on forever
+            raise RuntimeError("still refilling")
+        return rollout.refill(n)
+
+    buffer = ReplayBuffer(
+        trainer_mode="sync",
+        trainer_config={},
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs={},
+        refill_fn=refill,
+        poll_interval=0.01,
+        filter_groups_metric="acc",
+        train_batch_size=B,
+        gen_batch_size=1,
+        max_inflight_gen_batches=1,
+    )
+    rollout.submit(B)
+    with pytest.raises(RuntimeError, match="still refilling"):
+        buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+
+
+def test_cap_stops_generation_with_a_warning(tq, caplog) -> None:
+    from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
+
+    rollout = ScriptedRollout(tq, itertools.repeat("zero"))
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, filter_groups={**DAPO, "max_num_gen_batches": 3})
+    rollout.submit(B)
+    with caplog.at_level(logging.WARNING, logger="agentrl_recipe.algos.sampler"):
+        batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    assert sum(rollout.refills) == (3 - 1) * B  # the first batch + 2 refill batches, then no more
+    assert len(groups_of(tq, batch)) == B  # still a full batch: zero-variance groups are kept at the cap
+    assert metrics["training/filter_groups/cap_reached"] == 1.0
+    assert metrics["training/filter_groups/gen_batches"] == 3.0
+    assert metrics["training/filter_groups/zero_variance_groups_kept"] == B
+    assert "max_num_gen_batches=3" in caplog.text
+
+
+def test_cap_prefers_groups_with_variance_and_trains_a_short_batch(tq, caplog) -> None:
+    """Half of the first batch is still generating when the buffer starts; the budget runs out mid-refill, and
+    once nothing is in flight the buffer trains on the groups it has rather than waiting forever."""
+    from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
+
+    rollout = ScriptedRollout(tq, itertools.chain(["zero"] * 4 + ["var"], itertools.repeat("zero")))
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, filter_groups={**DAPO, "max_num_gen_batches": 2})
+    rollout.submit(2)
+    rollout.submit(2, finished=False)
+    with caplog.at_level(logging.WARNING, logger="agentrl_recipe.algos.sampler"):
+        batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    assert sum(rollout.refills) == B
+    groups = groups_of(tq, batch)
+    assert len(groups) < B and metrics["training/filter_groups/batch_groups"] == len(groups)
+    assert any(len(set(accs)) > 1 for accs in groups.values())  # the one group with signal is in
+    assert "training this step on" in caplog.text
+
+
+def test_nothing_to_train_on_at_the_cap_is_a_clear_error(tq) -> None:
+    from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
+
+    buffer = make_buffer(AgentRLReplayBuffer, ScriptedRollout(tq, []), filter_groups={**DAPO, "max_num_gen_batches": 1})
+    with pytest.raises(RuntimeError, match="too easy or too hard"):
+        buffer._short_batch(global_steps=1, partition_id="train", batch_size=B)
+
+
+def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
+    from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
+
+    extra = {(0, 1): {names.FIELD_VOID_TURN: True}, (1, 0): {names.FIELD_TOOL_INFRA_FAILURE: True}}
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, masks={"void_turn": True})
+    rollout.submit(B)
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    data = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["response_mask", "loss_mask"])
+    extras = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["extra_fields"])["extra_fields"]
+    for row, extra in enumerate(extras):
+        void = bool(getattr(extra, "data", extra).get(names.FIELD_VOID_TURN))
+        for field in ("response_mask", "loss_mask"):
+            values = data[field][row]
+            assert len(values) in (3, 4)  # lengths kept
+            assert bool(values.sum() == 0) is void  # only the void-turn trajectory; infra_failure is off
+    assert metrics["training/masks/masked_trajectories"] == 1
+    assert metrics["training/masks/void_turn_ratio"] == pytest.approx(1 / (B * N))
+    assert metrics["training/masks/infra_failure_ratio"] == pytest.approx(1 / (B * N))
+    assert "training/filter_groups/cap_reached" not in metrics  # dynamic sampling is off
+
+
+def test_sampler_kwargs_are_validated() -> None:
+    from agentrl_recipe.algos.sampler import SamplerSettings
+
+    with pytest.raises(ValueError, match="void_turns"):
+        SamplerSettings.from_kwargs({"masks": {"void_turns": True}})
+    with pytest.raises(ValueError, match="metric"):
+        SamplerSettings.from_kwargs({"filter_groups": {"enable": True}, "train_batch_size": 4})
+    with pytest.raises(ValueError, match="train_batch_size"):
+        SamplerSettings.from_kwargs({"filter_groups": {"enable": True, "metric": "acc"}})
+    with pytest.raises(ValueError, match="unknown key"):
+        SamplerSettings.from_kwargs({"mask": {}})
