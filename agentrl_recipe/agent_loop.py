@@ -44,6 +44,7 @@ from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
 from agentrl_recipe import config, names
+from agentrl_recipe.render_cache import memoize_renders
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ class AgentLoopSettings:
     # Copy the conversation (messages with tool calls and tool responses) into extra_fields[FIELD_MESSAGES]. Off for
     # training (every row carries it through the batch and to the reward workers); rollout.py turns it on.
     record_messages: bool = False
+    # Memoize verl's chat-template renders (agentrl_recipe/render_cache.py): the constant prefix verl re-tokenizes on
+    # every tool turn then costs nothing. Identical token ids; not in the paper (a speed-up only).
+    memoize_renders: bool = True
 
     @classmethod
     def from_trainer_config(cls, trainer_config: Any) -> AgentLoopSettings:
@@ -210,6 +214,8 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.settings = AgentLoopSettings.from_trainer_config(self.config)
+        if self.settings.memoize_renders:
+            memoize_renders(self.continuous_token_builder)
         # Block-level checks know the hermes syntax only; other parsers still get the semantic checks (check_call).
         self._hermes = self.tool_parser_name == "hermes"
         self._task_kind = "math"
