@@ -57,6 +57,8 @@ class EvalConfig:
     max_parallel_calls: int = 1
     max_tool_response_length: int = 256
     tool_timeout_s: float = 30.0
+    tool_config: str | None = None  # tool YAML (None = the recipe's verl_configs/tools/code_interpreter.yaml)
+    overrides: list[str] | None = None  # extra hydra overrides on the recipe's RL config (recorded in the protocol)
     # --- scoring ---
     lcb_timeout_s: float = 6.0  # LiveCodeBench harness default, per test
     ks: list[int] | None = None  # pass@k/maj@k values; None = 1, 2, 4, ..., n

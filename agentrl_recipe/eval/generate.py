@@ -33,6 +33,8 @@ def verl_overrides(cfg: EvalConfig) -> list[str]:
         f"{rollout}.multi_turn.max_tool_response_length={cfg.max_tool_response_length}",
         f"++{names.CONFIG_NAMESPACE}.sandbox.timeout_s={cfg.tool_timeout_s}",
         *(f"++{names.CONFIG_NAMESPACE}.sandbox.{k}={v}" for k, v in (cfg.sandbox or {}).items()),
+        *([f"{rollout}.multi_turn.tool_config_path={cfg.tool_config}"] if cfg.tool_config else []),
+        *(cfg.overrides or []),
     ]
 
 

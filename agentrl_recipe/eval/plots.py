@@ -74,6 +74,8 @@ def plot_pass_at_k(report: dict[str, Any], path: Path) -> Path:
             alpha=0.15,
         )
     ax.set_xscale("log", base=2)
+    ks_all = sorted({int(k) for r in report["results"].values() if r.get("metrics") for k in r["metrics"]["pass@k"]})
+    ax.set_xticks(ks_all, [str(k) for k in ks_all])
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k (%)")
     ax.set_ylim(0, 100)

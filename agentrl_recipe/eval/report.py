@@ -103,6 +103,34 @@ def source_results(
     return out
 
 
+def flat_metrics(results: dict[str, Any]) -> dict[str, float]:
+    """``section/name`` scalars for trackers (verl's convention), incl. verl's own ``val-core/<src>/acc/mean@n``."""
+    out: dict[str, float] = {}
+    for src, r in results.items():
+        m = r.get("metrics")
+        if m:
+            n = m["samples_per_problem"]["min"]
+            out[f"val-core/{src}/acc/mean@{n}"] = m["avg@n"]["value"]
+            out[f"eval/{src}/{r['headline']['metric']}"] = r["headline"]["value"]
+            for kind in ("pass@k", "maj@k"):
+                for k, v in m.get(kind, {}).items():
+                    out[f"eval/{src}/{kind[:-1]}{k}"] = v["value"]
+        ts = r["tool_stats"]
+        out[f"eval_tools/{src}/calls_per_traj"] = ts["tool_calls_per_trajectory"]["mean"]
+        out[f"eval_tools/{src}/turns_per_traj"] = ts["turns_per_trajectory"]["mean"]
+        out[f"eval_tools/{src}/response_tokens_mean"] = ts["response_tokens"]["mean"]
+        out[f"eval_tools/{src}/void_turn_rate"] = ts["void_turn_rate"]
+        out[f"eval_tools/{src}/malformed_calls"] = float(ts["malformed_tool_calls"])
+        if ts["tool_call_success_rate"] is not None:
+            out[f"eval_tools/{src}/call_success_rate"] = ts["tool_call_success_rate"]
+        for q in ("p50", "p99"):
+            if ts["tool_latency_s"][q] is not None:
+                out[f"eval_tools/{src}/latency_{q}_s"] = ts["tool_latency_s"][q]
+        for status, count in ts["tool_status_counts"].items():
+            out[f"eval_tools/{src}/status_{status}"] = float(count)
+    return out
+
+
 def build_report(
     records: Sequence[dict[str, Any]],
     protocol: dict[str, Any],
@@ -131,6 +159,7 @@ def build_report(
             "tool_stats": tool_stats(records),
         },
     }
+    report["flat_metrics"] = flat_metrics(results)
     if extra:
         report.update(extra)
     return report

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,7 @@ def tiny_config(eval_parquet: Path, out: Path, **kw) -> EvalConfig:
         lcb_timeout_s=6.0,
         bootstrap_resamples=200,
         label="tiny",
+        tool_config=os.environ.get("AGENTRL_TEST_TOOL_CONFIG"),  # as tests/agent_loop: another tool YAML
     )
     return EvalConfig(**(base | kw))
 
@@ -103,7 +105,8 @@ def test_tiny_model_eval_end_to_end(tiny_model_dir: Path, eval_parquet: Path, tm
     from agentrl_recipe.rewards.code_grading import run_coroutine_sync
 
     problems = load_problems([str(eval_parquet)], sources=["aime2024"])
-    trajs = run_coroutine_sync(gen.generate(problems, [[3], [1, 4]]))
+    fresh = scripted_generator(cfg, tiny_model_dir)  # a client's locks belong to the event loop that used it
+    trajs = run_coroutine_sync(fresh.generate(problems, [[3], [1, 4]]))
     got = sorted((t.prompt_id, t.sample) for t in trajs)
     assert got == [("aime2024/0", 3), ("aime2024/1", 1), ("aime2024/1", 4)]
 
@@ -137,6 +140,8 @@ def test_cli_run_with_the_default_backend_resumes(
         "--no-progress",
         "--no-plots",
     ]
+    if os.environ.get("AGENTRL_TEST_TOOL_CONFIG"):
+        argv += ["--tool-config", os.environ["AGENTRL_TEST_TOOL_CONFIG"]]
 
     def cli(extra: list[str]) -> int:
         parser = argparse.ArgumentParser()

@@ -9,7 +9,12 @@ import pytest
 from agentrl_recipe.eval import lcb
 from agentrl_recipe.tools.sandbox import get_sandbox
 
-FAST_TIMEOUT_S = 1.0  # per test; LCB's 6 s default is exercised by the e2e test
+TIMEOUT_CASE_S = 1.0  # per-test limit for the programs meant to time out; the others get LCB's 6 s (a loaded CI box)
+
+
+def timeout_for(name: str) -> float:
+    return TIMEOUT_CASE_S if name == "timeout" else lcb.LCB_TIMEOUT_S
+
 
 # stdin problem: print the sum of the integers on the second line. Test 0 stands for the public test, the rest for
 # the private ones (data prep decodes both into this one list, public first).
@@ -89,7 +94,7 @@ def test_extract_code_follows_lcb() -> None:
 @pytest.mark.parametrize("name", list(STDIN_PROGRAMS))
 def test_stdin_problem(name: str, sandbox) -> None:
     grade = lcb.grade_response(
-        fenced(STDIN_PROGRAMS[name]), json.dumps(STDIN_TESTS), sandbox=sandbox, timeout_s=FAST_TIMEOUT_S
+        fenced(STDIN_PROGRAMS[name]), json.dumps(STDIN_TESTS), sandbox=sandbox, timeout_s=timeout_for(name)
     )
     passed, failure = EXPECTED_STDIN[name]
     assert grade.passed is passed, grade
@@ -104,7 +109,7 @@ def test_stdin_problem(name: str, sandbox) -> None:
 @pytest.mark.parametrize("name", list(CALL_PROGRAMS))
 def test_call_based_problem(name: str, sandbox) -> None:
     grade = lcb.grade_response(
-        fenced(CALL_PROGRAMS[name]), json.dumps(CALL_TESTS), sandbox=sandbox, timeout_s=FAST_TIMEOUT_S
+        fenced(CALL_PROGRAMS[name]), json.dumps(CALL_TESTS), sandbox=sandbox, timeout_s=timeout_for(name)
     )
     passed, failure = EXPECTED_CALL[name]
     assert grade.passed is passed, grade
@@ -135,7 +140,7 @@ def test_grading_stops_after_the_first_failing_stage(sandbox) -> None:
     assert counting.calls == 1 and len(grade.statuses) == 1  # LCB stops at the first failure: 0.5 s, not 8 s
 
     counting = CountingSandbox(sandbox)
-    grade = lcb.grade_response(fenced(STDIN_PROGRAMS["correct"]), tests, sandbox=counting, timeout_s=FAST_TIMEOUT_S)
+    grade = lcb.grade_response(fenced(STDIN_PROGRAMS["correct"]), tests, sandbox=counting, timeout_s=lcb.LCB_TIMEOUT_S)
     assert grade.passed and counting.calls == 5  # stages of 1, 2, 4, 8, 1 tests
 
 

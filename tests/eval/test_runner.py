@@ -33,7 +33,6 @@ def config(eval_parquet: Path, out: Path, **kw) -> EvalConfig:
         out_dir=str(out),
         n_samples=N,
         batch_size=2,
-        lcb_timeout_s=2.0,
         bootstrap_resamples=200,
         **kw,
     )
@@ -69,6 +68,11 @@ def test_full_run_writes_records_report_plots_and_table(eval_parquet: Path, tmp_
     assert ts["accuracy_vs_tool_calls"]["0"] == {"num_samples": 4, "accuracy": 0.5}  # samples 0 (right), 3 (wrong)
     assert ts["accuracy_vs_tool_calls"]["1"]["accuracy"] == 0.0 and ts["accuracy_vs_tool_calls"]["2"]["accuracy"] == 1
     assert ts["turns_histogram"] == {"2": 4, "4": 2, "6": 2}
+
+    flat = report["flat_metrics"]  # tracker-style keys, verl's validation name included
+    assert flat["val-core/aime2024/acc/mean@4"] == pytest.approx(0.5)
+    assert flat["eval/livecodebench_v6/pass@1"] == pytest.approx(0.5)
+    assert flat["eval_tools/aime2024/status_runtime_error"] == 2.0
 
     p = report["protocol"]
     assert (p["n_samples"], p["temperature"], p["top_p"], p["max_response_length"]) == (N, 1.0, 0.6, 20480)
