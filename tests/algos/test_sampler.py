@@ -234,3 +234,78 @@ def test_sampler_kwargs_are_validated() -> None:
         SamplerSettings.from_kwargs({"filter_groups": {"enable": True, "metric": "acc"}})
     with pytest.raises(ValueError, match="unknown key"):
         SamplerSettings.from_kwargs({"mask": {}})
+
+
+def _trainer_config(masks: dict, mode: str = "sync", sampler: str = "AgentRLReplayBuffer"):
+    """The wiring verl_configs ship: values in their one home, interpolated into the sampler kwargs."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create(
+        {
+            "data": {"train_batch_size": B, "max_response_length": MAX_LEN},
+            "algorithm": {
+                "filter_groups": {
+                    "_target_": "verl.trainer.config.FilterGroupsConfig",
+                    "enable": True,
+                    "metric": "acc",
+                    "max_num_gen_batches": 10,
+                    "max_inflight_gen_batches": 1,
+                }
+            },
+            "agentrl": {"masks": masks},
+            "trainer": {
+                "use_v1": True,
+                "v1": {
+                    "trainer_mode": mode,
+                    mode: {},
+                    "sampler": {
+                        "max_off_policy_threshold": None,
+                        "max_off_policy_strategy": "drop",
+                        "sync_refill_failed_groups": False,
+                        "custom_sampler": {"path": "pkg://agentrl_recipe.algos.sampler", "name": sampler},
+                        "sampler_kwargs": {
+                            "masks": "${agentrl.masks}",
+                            "filter_groups": "${algorithm.filter_groups}",
+                            "train_batch_size": "${data.train_batch_size}",
+                            "max_response_length": "${data.max_response_length}",
+                            "sync_refill_failed_groups": "${trainer.v1.sampler.sync_refill_failed_groups}",
+                        },
+                    },
+                },
+            },
+        }
+    )
+
+
+def test_verl_trainer_builds_our_buffer_from_config() -> None:
+    """verl's own PPOTrainer._build_replay_buffer loads the sampler from trainer.v1.sampler.custom_sampler."""
+    from types import SimpleNamespace
+
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from agentrl_recipe.algos.sampler import AgentRLReplayBuffer, check_trainer_config
+
+    cfg = _trainer_config({"void_turn": True, "overlong_filter": True})
+    trainer = SimpleNamespace(config=cfg, trainer_mode="sync", _add_prompts_to_generate=lambda n: n)
+    buffer = PPOTrainer._build_replay_buffer(trainer)
+    assert type(buffer) is AgentRLReplayBuffer
+    assert buffer.settings.masks.enabled == ("void_turn", "overlong_filter")
+    assert buffer.filter_groups_metric == "acc" and buffer.gen_batch_size == 1 and buffer.max_num_gen_batches == 10
+    assert buffer.settings.max_response_length == MAX_LEN
+    assert check_trainer_config(cfg) == []
+
+
+def test_check_trainer_config_reports_a_mask_that_would_do_nothing() -> None:
+    from agentrl_recipe.algos.sampler import check_trainer_config
+
+    cfg = _trainer_config({"infra_failure": True})
+    cfg.trainer.v1.sampler.custom_sampler.path = None  # verl's built-in buffer: the mask would be ignored
+    assert any("custom_sampler" in problem for problem in check_trainer_config(cfg))
+    cfg = _trainer_config({"infra_failure": True}, mode="colocate_async")  # sync sampler in an async mode
+    assert any("AgentRLReplayBufferAsync" in problem for problem in check_trainer_config(cfg))
+    cfg = _trainer_config({"infra_failure": True})
+    cfg.trainer.use_v1 = False
+    assert any("use_v1" in problem for problem in check_trainer_config(cfg))
+    cfg = _trainer_config({})
+    cfg.algorithm.filter_groups.enable = False
+    assert check_trainer_config(cfg) == []  # nothing needs the sampler
