@@ -297,7 +297,7 @@ async def agrade_program(
                 break
             if kind == "result" and frame.get("i") == start:  # in order; anything else is not from the driver
                 statuses[start] = _judge(frame, tests, start)
-                if statuses[start] in ("runtime_error",) and first_error is None:
+                if statuses[start] == "runtime_error" and first_error is None:
                     first_error = str(frame.get("error") or "runtime error")
                 start += 1
                 progressed = True
@@ -309,9 +309,8 @@ async def agrade_program(
             continue
         statuses[start] = _DEATH_STATUS.get(res.status, "runtime_error")
         if statuses[start] == "runtime_error" and first_error is None:
-            first_error = (res.stderr.strip().splitlines() or [f"exited with code {res.exit_code} before reporting"])[
-                -1
-            ][-500:]
+            last_stderr_line = (res.stderr.strip().splitlines() or [""])[-1]
+            first_error = last_stderr_line[-500:] or f"exited with code {res.exit_code} before reporting"
         start += 1
     final = [s if s is not None else "timeout" for s in statuses]
     return CodeGrade(
