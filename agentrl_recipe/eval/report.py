@@ -251,14 +251,29 @@ def load_report(path: str | Path) -> dict[str, Any]:
     return report
 
 
-# Protocol keys that describe the run's environment, not the protocol; they may differ between comparable runs.
-_NON_PROTOCOL_KEYS = {"out_dir", "data", "label", "server_url", "batch_size", "plots", "sandbox"}
+# Keys that name what is compared (the model) or the run's plumbing; they may differ between comparable runs.
+_NOT_COMPARED = {
+    "model",
+    "served_model_name",
+    "label",
+    "out_dir",
+    "data",
+    "server_url",
+    "batch_size",
+    "plots",
+    "sandbox",
+}
 
 
 def protocol_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Protocol keys whose values differ, plus the problem counts per source when the problem sets differ."""
     pa, pb = a.get("protocol", {}), b.get("protocol", {})
-    keys = sorted((set(pa) | set(pb)) - _NON_PROTOCOL_KEYS)
-    return {k: (pa.get(k), pb.get(k)) for k in keys if pa.get(k) != pb.get(k)}
+    keys = sorted((set(pa) | set(pb)) - _NOT_COMPARED)
+    diffs = {k: (pa.get(k), pb.get(k)) for k in keys if pa.get(k) != pb.get(k)}
+    na, nb = (r.get("data", {}).get("problems_per_source") for r in (a, b))
+    if na != nb:
+        diffs["problems_per_source"] = (na, nb)
+    return diffs
 
 
 def compare_reports(a: dict[str, Any], b: dict[str, Any], *, labels: tuple[str, str] | None = None) -> str:

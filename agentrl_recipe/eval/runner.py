@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import logging
 import platform
 import time
@@ -76,8 +77,6 @@ def check_protocol(out_dir: Path, cfg: EvalConfig) -> dict[str, Any]:
     if not path.exists():
         atomic_write_json(path, protocol)
         return protocol
-    import json
-
     with open(path, encoding="utf-8") as f:
         stored = json.load(f)
     changed = {
@@ -232,8 +231,6 @@ def write_report(
 
     out = Path(out_dir)
     if protocol is None:
-        import json
-
         with open(out / PROTOCOL_FILE, encoding="utf-8") as f:
             protocol = json.load(f)
     records = list(RolloutDump(out / DUMP_FILE).load().values())
