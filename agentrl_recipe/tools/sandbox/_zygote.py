@@ -49,7 +49,8 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 NAMESPACE_FLAGS = (CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP)
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_CAPBSET_DROP = 1, 4, 22, 24
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 38, 47
 SCRATCH = "/tmp"
 MAIN = "/tmp/main.py"
 MAX_MESSAGE = 256 << 20
@@ -118,12 +119,15 @@ DENIED = (
 ).split()
 
 
-def load_seccomp() -> bool:
-    """Install the deny-list filter (inherited by every descendant). False when libseccomp is not available."""
+def compile_seccomp() -> bytes | None:
+    """The deny-list filter as raw BPF (built once in the zygote; None when libseccomp is not available).
+
+    Compiling with libseccomp costs tens of milliseconds; installing the ready program per run is one syscall.
+    """
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError:
-        return False
+        return None
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_rule_add_array.argtypes = [
@@ -134,11 +138,11 @@ def load_seccomp() -> bool:
         ctypes.c_void_p,
     ]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
-        return False
+        return None
 
     def errno_action(err: int) -> int:
         return 0x00050000 | (err & 0xFFFF)
@@ -152,30 +156,43 @@ def load_seccomp() -> bool:
         if rc != 0:
             raise OSError(-rc, f"seccomp rule for {name}")
 
+    r, w = os.pipe()
     try:
         for name in DENIED:
             rule(name, EPERM)
         for family in (AF_INET, AF_INET6, AF_NETLINK, AF_PACKET):
             rule("socket", EPERM, (0, SCMP_CMP_EQ, family, 0))
-        for flag in (
-            CLONE_NEWUSER,
-            CLONE_NEWNS,
-            CLONE_NEWPID,
-            CLONE_NEWNET,
-            CLONE_NEWIPC,
-            CLONE_NEWUTS,
-            CLONE_NEWCGROUP,
-        ):
+        for flag in NAMESPACE_FLAGS:
             rule("clone", EPERM, (0, SCMP_CMP_MASKED_EQ, flag, flag))
         rule("clone3", ENOSYS)  # its flags live in memory a filter cannot read; libc falls back to clone()
         for req in (TIOCSTI, TIOCLINUX):
             rule("ioctl", EPERM, (1, SCMP_CMP_EQ, req, 0))
-        rc = lib.seccomp_load(ctx)
+        rc = lib.seccomp_export_bpf(ctx, w)
         if rc != 0:
-            raise OSError(-rc, "seccomp_load")
+            raise OSError(-rc, "seccomp_export_bpf")
+        os.close(w)
+        w = -1
+        chunks = []
+        while chunk := os.read(r, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
     finally:
         lib.seccomp_release(ctx)
-    return True
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_seccomp(bpf: bytes) -> None:
+    """Load a compiled filter into this process (inherited by all its descendants)."""
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    buf = ctypes.create_string_buffer(bpf, len(bpf))
+    prog = _SockFprog(len(bpf) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _check(libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(prog), 0, 0), "PR_SET_SECCOMP")  # SECCOMP_MODE_FILTER
 
 
 # ---------------------------------------------------------------- per-run processes
@@ -214,15 +231,15 @@ class Settings:
         self.nproc = int(cfg["max_processes"])
         self.nofile = int(cfg["max_open_files"])
         self.fsize_mb = int(cfg["max_file_mb"])
-        self.use_seccomp = bool(cfg.get("seccomp", True))
+        self.seccomp_bpf: bytes | None = compile_seccomp() if cfg.get("seccomp", True) else None
 
 
 class Pipes:
-    """The pipes of one run. ``*_r``/``*_w`` are the read/write ends; S keeps one side, C and G the other."""
+    """The pipes of one run. ``*_r``/``*_w`` are the read/write ends; S keeps one side, G the other."""
 
     def __init__(self) -> None:
         self.ctl_r, self.ctl_w = os.pipe()  # S -> G: the request
-        self.rep_r, self.rep_w = os.pipe()  # C -> S: set-up report, then G's wait status (slow path)
+        self.rep_r, self.rep_w = os.pipe()  # G -> S: set-up report
         self.done_r, self.done_w = os.pipe()  # G -> S: G's exit status once its output is flushed (fast path)
         self.in_r, self.in_w = os.pipe()
         self.out_r, self.out_w = os.pipe()
@@ -240,7 +257,7 @@ class Pipes:
 def supervisor(st: Settings, accept, inherited: list) -> None:
     """S: prepare one isolated run, serve exactly one connection (``accept()`` returns it), exit.
 
-    ``inherited``: sockets C must close (the pool's listener) so the run can never accept another request.
+    ``inherited``: sockets the run must close (the pool's listener) so it can never accept another request.
     """
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     uid, gid = os.getuid(), os.getgid()
@@ -254,13 +271,13 @@ def supervisor(st: Settings, accept, inherited: list) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     pipes = Pipes()
-    c_pid = os.fork()
-    if c_pid == 0:
+    g_pid = os.fork()  # pid 1 of the new pid namespace
+    if g_pid == 0:
         try:
             for sock in inherited:
                 sock.close()
             pipes.run_side()
-            run_init(st, pipes)
+            run_code(st, pipes)
         finally:
             os._exit(70)
     pipes.supervisor_side()
@@ -278,12 +295,12 @@ def supervisor(st: Settings, accept, inherited: list) -> None:
         if sock is not conn:
             sock.close()
     try:
-        serve_one(conn, st, c_pid, report, pipes)
+        serve_one(conn, st, g_pid, report, pipes)
     finally:
         conn.close()
-        _kill(c_pid)  # tears down the run's pid namespace: no process of it outlives the request
+        _kill(g_pid)  # pid 1 gone = the kernel kills everything left in the run's pid namespace
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(c_pid, 0)
+            os.waitpid(g_pid, 0)
 
 
 def _kill(pid: int) -> None:
@@ -291,8 +308,12 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def run_init(st: Settings, pipes: Pipes) -> None:
-    """C: pid 1 of the run's namespace. Sets up its private mounts and seccomp, forks G, reports G's exit status."""
+def run_code(st: Settings, pipes: Pipes) -> None:
+    """G: pid 1 of the run's namespaces. Sets itself up before any request exists, then runs exactly one.
+
+    Being pid 1 means: when G exits, the kernel kills every process the code left behind. (Like any pid 1, G
+    ignores signals it sends itself without installing a handler.)
+    """
     report: dict = {"ok": False}
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -303,52 +324,16 @@ def run_init(st: Settings, pipes: Pipes) -> None:
             _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "")
             report["private_proc"] = True
         except OSError:
-            report["private_proc"] = False  # still safe: other runs are non-dumpable and in other pid namespaces
-        report["seccomp"] = load_seccomp() if st.use_seccomp else False
-        report["ok"] = True
-    except Exception as exc:
-        report["error"] = f"{type(exc).__name__}: {exc}"
-        send_msg(pipes.rep_w, report)
-        os._exit(71)
-    armed_r, armed_w = os.pipe()  # G -> C: b"R" once set up, or b"E<why>"
-    g_pid = os.fork()
-    if g_pid == 0:
-        try:
-            os.close(pipes.rep_w)
-            os.close(armed_r)
-            run_code(st, pipes, armed_w)
-        finally:
-            os._exit(70)
-    for fd in (pipes.ctl_r, pipes.done_w, pipes.in_r, pipes.out_w, pipes.err_w, armed_w):
-        os.close(fd)
-    armed = os.read(armed_r, 4096)
-    os.close(armed_r)
-    if not armed.startswith(b"R"):
-        report.update(ok=False, error="run process set-up failed: " + (armed[1:].decode(errors="replace") or "died"))
-        send_msg(pipes.rep_w, report)
-        os._exit(71)
-    send_msg(pipes.rep_w, report)
-    while True:
-        try:
-            pid, status = os.waitpid(-1, 0)  # pid 1 also reaps orphans reparented to it
-        except ChildProcessError:
-            status = 0
-            break
-        if pid == g_pid:
-            break
-    os.write(pipes.rep_w, struct.pack(">i", status))
-    os._exit(0)  # the kernel now kills everything left in this pid namespace
-
-
-def run_code(st: Settings, pipes: Pipes, armed_w: int) -> None:
-    """G: the run itself. Everything up to reading the request happens before the request exists."""
-    try:
+            report["private_proc"] = False  # still safe: the pool's processes are non-dumpable, other pid ns
         os.dup2(pipes.in_r, 0)
         os.dup2(pipes.out_w, 1)
         os.dup2(pipes.err_w, 2)
-        _close_fds({pipes.ctl_r, pipes.done_w, armed_w})
+        _close_fds({pipes.ctl_r, pipes.done_w, pipes.rep_w})
         os.chdir(SCRATCH)
         _drop_capabilities()
+        if st.seccomp_bpf:
+            install_seccomp(st.seccomp_bpf)
+        report["seccomp"] = bool(st.seccomp_bpf)
         for which, value in (
             (resource.RLIMIT_NPROC, st.nproc),
             (resource.RLIMIT_NOFILE, st.nofile),
@@ -357,11 +342,13 @@ def run_code(st: Settings, pipes: Pipes, armed_w: int) -> None:
         ):
             resource.setrlimit(which, (value, value))
         _reseed()
+        report["ok"] = True
     except BaseException as exc:
-        os.write(armed_w, f"E{type(exc).__name__}: {exc}".encode())
-        os._exit(70)
-    os.write(armed_w, b"R")
-    os.close(armed_w)
+        report["error"] = f"{type(exc).__name__}: {exc}"
+    send_msg(pipes.rep_w, report)
+    os.close(pipes.rep_w)
+    if not report["ok"]:
+        os._exit(71)
     try:
         request = recv_msg(pipes.ctl_r)
     except (EOFError, OSError, ValueError):
@@ -392,9 +379,9 @@ def run_code(st: Settings, pipes: Pipes, armed_w: int) -> None:
 def _reseed() -> None:
     # Every run is a fork of the same interpreter: without this they would all draw the same "random" numbers.
     random.seed()
-    np = sys.modules.get("numpy")
-    if np is not None:
-        np.random.seed()
+    np_random = sys.modules.get("numpy.random")  # preloaded with numpy: importing it here would cost 100 ms a run
+    if np_random is not None:
+        np_random.seed()
 
 
 def exec_main(code: str) -> int:
@@ -474,7 +461,7 @@ class Capture:
         return bytes(self.bufs.get(fd, b"")).decode("utf-8", "replace")
 
 
-def serve_one(conn: socket.socket, st: Settings, c_pid: int, report: dict, pipes: Pipes) -> None:
+def serve_one(conn: socket.socket, st: Settings, g_pid: int, report: dict, pipes: Pipes) -> None:
     """S: relay one request to G, drain and cap its output, enforce the wall deadline, reply."""
     try:
         request = recv_msg(conn.fileno())
@@ -495,29 +482,31 @@ def serve_one(conn: socket.socket, st: Settings, c_pid: int, report: dict, pipes
         in_w = -1
     cap = Capture(st.max_output)
     streams = [pipes.out_r, pipes.err_r]
-    status_bytes = b""
+    g_exit = os.pidfd_open(g_pid)  # readable once G has exited
+    wstatus: int | None = None
+    done = b""
     timed_out = killed = False
     ended_at = None
     poller = select.poll()
-    for fd in (*streams, pipes.rep_r, pipes.done_r, conn.fileno()):  # conn: the host hanging up cancels the run
+    for fd in (*streams, pipes.done_r, g_exit, conn.fileno()):  # conn: the host hanging up cancels the run
         poller.register(fd, select.POLLIN)
     if in_w >= 0:
         poller.register(in_w, select.POLLOUT)
-    open_fds = {*streams, pipes.rep_r}
+    open_streams = set(streams)
     sent = 0
-    while open_fds and len(status_bytes) < 4:
+    while wstatus is None or open_streams:
         now = time.monotonic()
         if not killed and now >= deadline:
             timed_out = killed = True
-            _kill(c_pid)
-        events = poller.poll(int(5000 if killed else (deadline - now) * 1000) + 1)
-        if not events and killed:
-            break  # pipes still open 5 s after the kill: give up on the rest
+            _kill(g_pid)
+        events = poller.poll(int(5000 if killed or wstatus is not None else (deadline - now) * 1000) + 1)
+        if not events and (killed or wstatus is not None):
+            break  # pipes still open 5 s after the end: give up on the rest
         for fd, _ in events:
             if fd == conn.fileno():
                 if not killed:
                     killed = True
-                    _kill(c_pid)
+                    _kill(g_pid)
                 poller.unregister(fd)
             elif fd == in_w:
                 try:
@@ -530,33 +519,41 @@ def serve_one(conn: socket.socket, st: Settings, c_pid: int, report: dict, pipes
                     poller.unregister(in_w)
                     os.close(in_w)
                     in_w = -1
-            elif fd in (pipes.done_r, pipes.rep_r):
+            elif fd == pipes.done_r:
                 chunk = os.read(fd, 4)
-                if chunk:
-                    status_bytes += chunk
-                    ended_at = time.monotonic()
-                else:
+                done += chunk
+                if not chunk:
                     poller.unregister(fd)
-                    open_fds.discard(fd)
+                elif len(done) >= 4 and wstatus is None:
+                    (wstatus,) = struct.unpack(">i", done[:4])
+                    ended_at = time.monotonic()
+                    # All G wrote before reporting is in the pipes already: take it and stop waiting.
+                    if not killed:
+                        cap.drain_available(streams)
+                    open_streams.clear()
+            elif fd == g_exit:
+                poller.unregister(fd)
+                pid, status = os.waitpid(g_pid, os.WNOHANG)
+                if pid and wstatus is None:
+                    wstatus = status
+                    ended_at = time.monotonic()
             else:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     poller.unregister(fd)
-                    open_fds.discard(fd)
+                    open_streams.discard(fd)
                 elif not cap.add(fd, chunk) and not killed:
                     killed = True
-                    _kill(c_pid)
-    if len(status_bytes) >= 4 and not killed:
-        cap.drain_available(streams)  # all G wrote before reporting its status is already in the pipes
+                    _kill(g_pid)
+    os.close(g_exit)
     exit_code = None
     cpu_limited = False
-    if len(status_bytes) >= 4 and not (timed_out or cap.truncated):
-        (wstatus,) = struct.unpack(">i", status_bytes[:4])
+    if wstatus is not None and not (timed_out or cap.truncated):
         if os.WIFEXITED(wstatus):
             exit_code = os.WEXITSTATUS(wstatus)
         elif os.WIFSIGNALED(wstatus):
             exit_code = -os.WTERMSIG(wstatus)
-            cpu_limited = -exit_code == signal.SIGXCPU
+            cpu_limited = -exit_code in (signal.SIGXCPU, signal.SIGKILL) and not killed
     reply = {
         "stdout": cap.text(pipes.out_r),
         "stderr": cap.text(pipes.err_r),
@@ -565,7 +562,7 @@ def serve_one(conn: socket.socket, st: Settings, c_pid: int, report: dict, pipes
         "truncated": cap.truncated,
         "cpu_limited": cpu_limited,
         "duration_s": (ended_at or time.monotonic()) - start,
-        "lost": len(status_bytes) < 4 and not (timed_out or cap.truncated or killed),
+        "lost": wstatus is None and not (timed_out or cap.truncated or killed),
         "isolation": {k: v for k, v in report.items() if k != "ok"},
     }
     with contextlib.suppress(OSError):

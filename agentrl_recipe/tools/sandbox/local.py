@@ -40,8 +40,8 @@ SOCKET_DIR = "/run/agentrl"  # inside the sandbox
 SCRIPT_PATH = "/opt/agentrl/zygote.py"
 PRELOAD = (
     # numpy/sympy/math (the paper's tool) plus the standard modules competitive-programming code imports.
-    "math numpy sympy cmath fractions decimal statistics itertools functools collections heapq bisect re string "
-    "random typing json copy operator dataclasses array"
+    "math numpy numpy.random sympy cmath fractions decimal statistics itertools functools collections heapq bisect "
+    "re string random typing json copy operator dataclasses array"
 ).split()
 MAX_PROCESSES = 64  # per run: its own user namespace makes RLIMIT_NPROC count that run only
 MAX_OPEN_FILES = 256
