@@ -118,6 +118,16 @@ def batches(
 # --- records ---
 
 
+def _grade_fields(grade: SampleGrade) -> dict[str, Any]:
+    return {
+        "final_answer": grade.final_answer,
+        "correct": grade.correct,
+        "score": grade.score,
+        "grade": grade.detail,
+        "infra_failure": grade.infra_failure,
+    }
+
+
 def make_record(problem: EvalProblem, traj: Trajectory, grade: SampleGrade) -> dict[str, Any]:
     return {
         "prompt_id": problem.prompt_id,
@@ -126,11 +136,7 @@ def make_record(problem: EvalProblem, traj: Trajectory, grade: SampleGrade) -> d
         "task": problem.task,
         "messages": traj.messages,
         "response": traj.response_text,
-        "final_answer": grade.final_answer,
-        "correct": grade.correct,
-        "score": grade.score,
-        "grade": grade.detail,
-        "infra_failure": grade.infra_failure,
+        **_grade_fields(grade),
         "num_turns": traj.num_turns,
         "tool_calls": traj.tool_calls,
         "tool_failures": traj.tool_failures,
@@ -179,18 +185,8 @@ async def regrade_infra_failures(
         sandbox=sandbox,
         lcb_timeout_s=lcb_timeout_s,
     )
-    updated = []
-    for r, g in zip(stale, grades, strict=True):
-        updated.append(
-            r
-            | {
-                "final_answer": g.final_answer,
-                "correct": g.correct,
-                "score": g.score,
-                "grade": g.detail,
-                "infra_failure": g.infra_failure,
-            }
-        )
+    # Still failing: nothing to write (the record already says so); the next run tries again.
+    updated = [r | _grade_fields(g) for r, g in zip(stale, grades, strict=True) if not g.infra_failure]
     dump.append(updated)
     return len(updated)
 
