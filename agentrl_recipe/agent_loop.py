@@ -17,13 +17,15 @@ tokenization, masks and limits are verl's — and changes three things through i
    ``code_interpreter`` in stateful mode keys its interpreter by ``agent_data.request_id``) is told when the
    trajectory that owned a session is over.
 
-A *void turn* is an assistant turn that ends with neither a complete, valid tool call nor a final answer. A final
-answer is a closed ``\\boxed{...}`` for math and GPQA rows, and a closed fenced code block (```` ```python ```` or
-```` ``` ````) for code rows (routing by ``data_source`` through ``rewards.scoring.task_kind``). A turn cut off by the
-response budget counts as void unless it already holds an answer; a turn with only malformed calls is void too.
+A *void turn* is an assistant turn the model ended (stop token) with neither a complete, valid tool call nor a final
+answer — SimpleTIR's "void turn". A final answer is a closed ``\\boxed{...}`` for math and GPQA rows, and a closed
+fenced code block (```` ```python ```` or ```` ``` ````) for code rows (routing by ``data_source`` through
+``rewards.scoring.task_kind``). A turn with only malformed calls is void; a turn cut off by the response budget is
+not (the model did not end it: that is the overlong case), and neither is its unfinished tool call malformed.
 
-Settings (``agentrl.agent_loop.*``, :class:`AgentLoopSettings`); the limits themselves are verl's keys under
-``actor_rollout_ref.rollout.multi_turn`` (see ``agentrl_recipe.rollout.PAPER_MULTI_TURN``).
+Settings: ``agentrl.agent_loop.*`` (:class:`~agentrl_recipe.agent_loop_config.AgentLoopSettings`). The limits are
+verl's own keys under ``actor_rollout_ref.rollout.multi_turn``, at the paper's values in
+``verl_configs/recipe/grpo_tcr.yaml``.
 """
 
 from __future__ import annotations
@@ -43,12 +45,11 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, 
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe import config, names
+from agentrl_recipe import names
+from agentrl_recipe.agent_loop_config import AgentLoopSettings
 from agentrl_recipe.render_cache import memoize_renders
 
 logger = logging.getLogger(__name__)
-
-SECTION = "agent_loop"
 
 # verl's _call_tool turns a tool exception into this text (tool_agent_loop.py); it reports no status of its own.
 _VERL_TOOL_EXCEPTION_PREFIX = "Error executing tool"
@@ -56,27 +57,6 @@ _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)  # the
 _TOOL_CALL_START = "<tool_call>"
 _CODE_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n.*?```", re.DOTALL)
 INFRA_STATUS = "infra_error"  # sandbox status: the sandbox failed, not the code
-
-
-@dataclasses.dataclass
-class AgentLoopSettings:
-    """``agentrl.agent_loop``: what the plugin adds on top of verl's ``multi_turn`` keys."""
-
-    # Answer a malformed tool call with an error message and let the model retry (paper/verl: the bad block is
-    # dropped and, with no other call, the trajectory ends). False restores verl's behaviour exactly.
-    malformed_call_feedback: bool = True
-    # Copy the conversation (messages with tool calls and tool responses) into extra_fields[FIELD_MESSAGES]. Off for
-    # training (every row carries it through the batch and to the reward workers); rollout.py turns it on.
-    record_messages: bool = False
-    # Memoize verl's chat-template renders (agentrl_recipe/render_cache.py): the constant prefix verl re-tokenizes on
-    # every tool turn then costs nothing. Identical token ids; not in the paper (a speed-up only).
-    memoize_renders: bool = True
-
-    @classmethod
-    def from_trainer_config(cls, trainer_config: Any) -> AgentLoopSettings:
-        return config.from_mapping(
-            cls, config.section(trainer_config, SECTION), where=f"{names.CONFIG_NAMESPACE}.{SECTION}"
-        )
 
 
 class Termination(str, Enum):
@@ -253,7 +233,8 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         if self._hermes:
             found = check_hermes_blocks(text, found)
         calls = [check_call(call, getattr(agent_data, "_active_tools", self.tools)) for call in found]
-        if not parsed and not self._stopped(agent_data.response_ids, sampling_params):
+        stopped = self._stopped(agent_data.response_ids, sampling_params)
+        if not stopped:
             # cut off by the budget mid-call: the model never finished that call, so it is not malformed
             calls = [call for call in calls if getattr(call, "kind", None) != "unclosed"]
         malformed = [call for call in calls if isinstance(call, MalformedCall)]
@@ -264,7 +245,7 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
             state = AgentState.PROCESSING_TOOLS
 
         valid_call = any(not isinstance(call, MalformedCall) for call in calls)
-        if not valid_call and not has_final_answer(_TOOL_CALL_BLOCK.sub("", text), self._task_kind):
+        if stopped and not valid_call and not has_final_answer(_TOOL_CALL_BLOCK.sub("", text), self._task_kind):
             stats.void_turns += 1
 
         if state == AgentState.TERMINATED:

@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from agentrl_recipe import names
+from agentrl_recipe.agent_loop_config import AgentLoopSettings
 from agentrl_recipe.algos.masking import MaskConfig
+from agentrl_recipe.algos.roc import RoCConfig
 
 T = TypeVar("T")
 
@@ -89,4 +91,6 @@ class SandboxConfig:
 SECTIONS: dict[str, type] = {
     "sandbox": SandboxConfig,
     "masks": MaskConfig,
+    "roc": RoCConfig,
+    "agent_loop": AgentLoopSettings,
 }

@@ -128,7 +128,7 @@ def compose_config(
         "actor_rollout_ref.rollout.name=vllm",
         "actor_rollout_ref.rollout.calculate_log_probs=true",
         "actor_rollout_ref.rollout.agent.num_workers=1",
-        f"+{names.CONFIG_NAMESPACE}.agent_loop.record_messages={str(record_messages).lower()}",
+        f"++{names.CONFIG_NAMESPACE}.agent_loop.record_messages={str(record_messages).lower()}",  # add or override
     ]
     if prompt_length is not None:
         base.append(f"data.max_prompt_length={int(prompt_length)}")

@@ -112,7 +112,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     variants = {  # name -> (agent loop, extra overrides)
         "agentrl_tool_agent": (names.AGENT_LOOP, []),
-        "agentrl_tool_agent, memoize_renders=false": (names.AGENT_LOOP, ["+agentrl.agent_loop.memoize_renders=false"]),
+        "agentrl_tool_agent, memoize_renders=false": (names.AGENT_LOOP, ["++agentrl.agent_loop.memoize_renders=false"]),
         "tool_agent (verl)": ("tool_agent", []),
     }
     results: dict[str, dict] = {}

@@ -126,7 +126,7 @@ async def test_response_length_reached_while_generating(tokenizer, base_cfg):
     cfg = with_updates(base_cfg, data__max_response_length=32)
     record, _ = await run_one(tokenizer, cfg, turns(ScriptedTurn(text="let me think " * 40, stop=False)))
     assert record.termination == "response_length" and record.response_tokens == 32
-    assert record.void_turn is True and record.malformed_tool_calls == 0
+    assert record.void_turn is False and record.malformed_tool_calls == 0  # cut off, not ended by the model
 
 
 async def test_truncated_call_is_not_malformed(tokenizer, base_cfg):

@@ -1,0 +1,37 @@
+"""``agentrl.agent_loop``: the settings of ``agentrl_tool_agent`` (kept apart from the loop so that
+``agentrl_recipe.config`` can list the section without importing verl's agent loop)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from agentrl_recipe import names
+
+SECTION = "agent_loop"
+
+
+@dataclasses.dataclass
+class AgentLoopSettings:
+    """What the plugin adds on top of verl's ``actor_rollout_ref.rollout.multi_turn`` keys."""
+
+    # Answer a malformed tool call with an error message and let the model retry. The paper/verl: the bad block is
+    # dropped and, with no other call in the turn, the trajectory ends. false restores verl's behaviour exactly.
+    malformed_call_feedback: bool = True
+    # Copy the conversation (messages with tool calls and tool responses) into extra_fields[FIELD_MESSAGES]. Off for
+    # training (every row would carry it through the batch and to the reward workers); rollout.py turns it on.
+    record_messages: bool = False
+    # Memoize verl's chat-template renders (agentrl_recipe/render_cache.py): the constant prefix verl re-tokenizes
+    # on every tool turn then costs nothing. Same token ids; not in the paper (a speed-up only).
+    memoize_renders: bool = True
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            if not isinstance(getattr(self, field.name), bool):
+                raise TypeError(f"{names.CONFIG_NAMESPACE}.{SECTION}.{field.name} must be true/false")
+
+    @classmethod
+    def from_trainer_config(cls, trainer_config: Any) -> AgentLoopSettings:
+        from agentrl_recipe.config import from_mapping, section  # config.py imports this module for SECTIONS
+
+        return from_mapping(cls, section(trainer_config, SECTION), where=f"{names.CONFIG_NAMESPACE}.{SECTION}")
