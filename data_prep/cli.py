@@ -57,3 +57,15 @@ def main(args: argparse.Namespace) -> int:
         return validate_main(args)
     module = importlib.import_module(SUBCOMMANDS[args.data_command][0])
     return int(module.main(args) or 0)
+
+
+def standalone(module_name: str) -> int:
+    """``python -m data_prep.<module> ...``: the same arguments as ``agentrl-recipe data <cmd> ...``."""
+    import sys
+
+    module = sys.modules[module_name]
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {module.__spec__.name}", description=module.__doc__.splitlines()[0]
+    )
+    module.add_arguments(parser)
+    return int(module.main(parser.parse_args()) or 0)

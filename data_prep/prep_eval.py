@@ -239,7 +239,8 @@ def build_eval_sets(args: argparse.Namespace) -> dict[str, Any]:
     }
     key = fingerprint(settings)
     stats_path = out_dir / "eval.stats.json"  # written last: its meta file marks the whole set as done
-    if is_up_to_date(stats_path, key) and not args.force:
+    outputs_exist = all((out_dir / f"{name}.parquet").exists() for name in given)
+    if is_up_to_date(stats_path, key) and outputs_exist and not args.force:
         print(f"{out_dir} is up to date; --force rebuilds it")
         return json.loads(stats_path.read_text())
     report: dict[str, Any] = {"out_dir": str(out_dir), "benchmarks": {}, "settings": settings}
@@ -308,6 +309,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    raise SystemExit(main(parser.parse_args()))
+    from data_prep.cli import standalone
+
+    raise SystemExit(standalone(__name__))

@@ -486,6 +486,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    raise SystemExit(main(parser.parse_args()))
+    from data_prep.cli import standalone
+
+    raise SystemExit(standalone(__name__))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,6 @@ from typing import Any
 from tqdm import tqdm
 
 from data_prep.io import (
-    atomic_path,
     atomic_write_parquet,
     fingerprint,
     is_up_to_date,
@@ -65,9 +65,11 @@ def finish_sft(sink: RowSink, *, tokenizer: str | None, report: dict[str, Any], 
         report["duplicates_removed"] = len(rows) - len(unique)
         rows = unique
     if tokenizer and rows:
-        with atomic_path(out.with_suffix(".check.parquet")) as tmp:
-            atomic_write_parquet(tmp, rows)
-            failures = check_with_verl_dataset(tmp, tokenizer)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            candidate = Path(tmp) / "candidate.parquet"
+            atomic_write_parquet(candidate, rows)
+            failures = check_with_verl_dataset(candidate, tokenizer)
         for i, error in sorted(failures.items()):
             sink.reject(file=str(out), row_no=i, field="messages", error=error, row=rows[i])
         rows = [r for i, r in enumerate(rows) if i not in failures]
@@ -305,6 +307,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    raise SystemExit(main(parser.parse_args()))
+    from data_prep.cli import standalone
+
+    raise SystemExit(standalone(__name__))
