@@ -10,6 +10,9 @@ loop's ``extra_fields`` and the reward's ``reward_extra_info``, *before* old-log
 ``batch_num_tokens`` from ``loss_mask``, the loss reads ``response_mask``; verl's agent loop stores both). Lengths
 are kept, so nothing downstream shifts; the ``agentrl_grpo`` estimator reads an all-zero row as "masked".
 
+**RoC** (:mod:`agentrl_recipe.algos.roc`, ``agentrl.roc``): rStar2-Agent's Resample-on-Correct, applied the same
+way — the trajectories it drops from an oversampled group are masked.
+
 **Dynamic sampling** (DAPO filter-groups). verl's sync ReplayBuffer already does the filtering right: finished
 groups whose ``algorithm.filter_groups.metric`` is identical across the group are evicted, 2 prompts are refilled
 per evicted group (bounded by ``max_inflight_gen_batches`` × train_batch_size in flight), and it waits until
@@ -27,6 +30,7 @@ Config (the shipped ``verl_configs/agentrl_rl.yaml`` wires it; values are interp
     trainer.v1.sampler.custom_sampler.name: AgentRLReplayBuffer      # AgentRLReplayBufferAsync for *_async modes
     trainer.v1.sampler.sampler_kwargs:
       masks: ${agentrl.masks}                              # agentrl.masks.* switches (MaskConfig)
+      roc: ${agentrl.roc}                                  # agentrl.roc.* (rStar2 Resample-on-Correct, RoCConfig)
       filter_groups: ${algorithm.filter_groups}            # verl's FilterGroupsConfig (keys below)
       train_batch_size: ${data.train_batch_size}
       max_response_length: ${data.max_response_length}     # for agentrl.masks.overlong_filter
@@ -42,7 +46,7 @@ Keys (verl's ``algorithm.filter_groups.*``; verl default → paper [code] value)
 - ``max_inflight_gen_batches``: 1 → —. verl's bound on concurrently generating batches.
 
 Step metrics: ``training/filter_groups/{gen_batches, refill_prompts, cap_reached, zero_variance_groups_kept,
-batch_groups}`` next to verl's ``training/filter_groups/evicted_samples``, and ``training/masks/*``.
+batch_groups}`` next to verl's ``training/filter_groups/evicted_samples``, ``training/masks/*``, ``training/roc/*``.
 The legacy trainer (``trainer.use_v1=false``) has no such hook; :func:`check_trainer_config` reports that.
 """
 
@@ -60,6 +64,7 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
+from agentrl_recipe.algos import roc
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 from agentrl_recipe.config import from_mapping
 
@@ -95,6 +100,7 @@ class SamplerSettings:
     """``trainer.v1.sampler.sampler_kwargs`` of the agentrl samplers (see the module docstring)."""
 
     masks: MaskConfig = dataclasses.field(default_factory=MaskConfig)
+    roc: roc.RoCConfig = dataclasses.field(default_factory=roc.RoCConfig)
     filter_groups: FilterGroups = dataclasses.field(default_factory=FilterGroups)
     train_batch_size: int | None = None
     max_response_length: int | None = None
@@ -106,6 +112,7 @@ class SamplerSettings:
         where = "trainer.v1.sampler.sampler_kwargs"
         settings = from_mapping(cls, values, where=where)
         settings.masks = MaskConfig.from_dict(_to_plain(settings.masks))
+        settings.roc = roc.RoCConfig.from_dict(_to_plain(settings.roc))
         groups = {k: v for k, v in (_to_plain(settings.filter_groups) or {}).items() if k != "_target_"}
         settings.filter_groups = from_mapping(FilterGroups, groups, where=f"{where}.filter_groups")
         if settings.filter_groups.enable and not settings.train_batch_size:
@@ -114,7 +121,7 @@ class SamplerSettings:
 
 
 def _to_plain(value: Any) -> Any:
-    if value is None or isinstance(value, MaskConfig | FilterGroups):
+    if value is None or isinstance(value, MaskConfig | FilterGroups | roc.RoCConfig):
         return dataclasses.asdict(value) if value is not None else None
     try:
         from omegaconf import DictConfig, OmegaConf
@@ -145,7 +152,11 @@ class _MaskingMixin:
             responses = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["responses"])
             lengths = responses["responses"].offsets().diff().tolist()
         result = compute_trajectory_masks(records, lengths, self.settings.max_response_length, self.settings.masks)
-        masked_keys = [key for key, masked in zip(batch.keys, result.masked, strict=True) if masked]
+        masked = list(result.masked)
+        metrics = result.metrics(prefix="training/masks")
+        if self.settings.roc.enable:
+            metrics.update(self._apply_roc(batch, records, masked))
+        masked_keys = [key for key, is_masked in zip(batch.keys, masked, strict=True) if is_masked]
         if masked_keys:
             n = len(masked_keys)
             partition = batch.partition_id
@@ -157,7 +168,33 @@ class _MaskingMixin:
                 for field in _MASK_FIELDS
             }
             tq.kv_batch_put(keys=masked_keys, partition_id=partition, fields=TensorDict(zeroed, batch_size=n))
-        return result.metrics(prefix="training/masks")
+        return metrics
+
+    def _apply_roc(self, batch: KVBatchMeta, records: list[dict], masked: list[bool]) -> dict[str, float]:
+        """Resample-on-Correct among the unmasked trajectories; marks the dropped ones in ``masked``."""
+        config = self.settings.roc
+        if config.metric == "reward":
+            scores = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["rm_scores"])
+            values = [float(row.sum()) for row in scores["rm_scores"].unbind()]
+        else:
+            missing = [key for key, record in zip(batch.keys, records, strict=True) if config.metric not in record]
+            if missing:
+                raise ValueError(
+                    f"agentrl.roc.metric {config.metric!r} missing from reward_extra_info of {missing[:3]}"
+                )
+            values = [float(record[config.metric]) for record in records]
+        rows = [row for row, is_masked in enumerate(masked) if not is_masked]
+        uids = [batch.keys[row].split("_")[0] for row in rows]
+        kept = roc.select(uids, [values[row] > 0 for row in rows], [records[row] for row in rows], config)
+        penalties = [roc.penalty(records[row]) for row in rows if values[row] > 0]
+        kept_penalties = [roc.penalty(records[row]) for row, k in zip(rows, kept, strict=True) if k and values[row] > 0]
+        for row, k in zip(rows, kept, strict=True):
+            masked[row] = masked[row] or not k
+        return {
+            "training/roc/dropped_trajectories": float(len(kept) - sum(kept)),
+            "training/roc/correct_penalty_mean": sum(penalties) / max(len(penalties), 1),
+            "training/roc/kept_correct_penalty_mean": sum(kept_penalties) / max(len(kept_penalties), 1),
+        }
 
 
 class AgentRLReplayBuffer(_MaskingMixin, ReplayBuffer):
@@ -354,11 +391,17 @@ class AgentRLReplayBufferAsync(_MaskingMixin, ReplayBufferAsync):
 
 
 def check_trainer_config(cfg: Any) -> list[str]:
-    """Problems that would make a mask or the dynamic-sampling cap silently do nothing (empty list = fine)."""
+    """Problems that would make a mask, RoC or the dynamic-sampling cap silently do nothing (empty list = fine)."""
     problems: list[str] = []
     masks = MaskConfig.from_trainer_config(cfg)
     groups = cfg.get("algorithm", {}).get("filter_groups", {}) or {}
-    wants_sampler = bool(masks.enabled) or (groups.get("enable", False) and groups.get("max_num_gen_batches", 0) > 0)
+    from agentrl_recipe.config import section
+
+    wants_sampler = (
+        bool(masks.enabled)
+        or roc.RoCConfig.from_dict(section(cfg, "roc")).enable
+        or (groups.get("enable", False) and groups.get("max_num_gen_batches", 0) > 0)
+    )
     if not wants_sampler:
         return problems
     trainer = cfg.get("trainer", {})

@@ -41,8 +41,8 @@ class ScriptedRollout:
                 key=uid, partition_id="train", tag={"is_prompt": True, "status": status, "global_steps": self.step}
             )
             keys, fields, tags = [], [], []
-            for session in range(N):
-                acc = float(kind == "var" and session == 0)
+            accs = kind if isinstance(kind, list) else [float(kind == "var" and s == 0) for s in range(N)]
+            for session, acc in enumerate(accs):
                 length = 3 + session
                 extra = {"reward_extra_info": {"acc": acc}, **self.extra.get((self.prompts, session), {})}
                 keys.append(f"{uid}_{session}_0")
@@ -72,10 +72,11 @@ class ScriptedRollout:
     refills: list[int]
 
 
-def make_buffer(cls, rollout: ScriptedRollout, masks=None, filter_groups=None):
+def make_buffer(cls, rollout: ScriptedRollout, masks=None, filter_groups=None, roc=None):
     rollout.refills = []
     kwargs = {
         "masks": masks or {},
+        "roc": roc or {},
         "filter_groups": filter_groups or {"enable": False},
         "train_batch_size": B,
         "max_response_length": MAX_LEN,
@@ -252,7 +253,7 @@ def _trainer_config(masks: dict, mode: str = "sync", sampler: str = "AgentRLRepl
                     "max_inflight_gen_batches": 1,
                 }
             },
-            "agentrl": {"masks": masks},
+            "agentrl": {"masks": masks, "roc": {"enable": False}},
             "trainer": {
                 "use_v1": True,
                 "v1": {
@@ -265,6 +266,7 @@ def _trainer_config(masks: dict, mode: str = "sync", sampler: str = "AgentRLRepl
                         "custom_sampler": {"path": "pkg://agentrl_recipe.algos.sampler", "name": sampler},
                         "sampler_kwargs": {
                             "masks": "${agentrl.masks}",
+                            "roc": "${agentrl.roc}",
                             "filter_groups": "${algorithm.filter_groups}",
                             "train_batch_size": "${data.train_batch_size}",
                             "max_response_length": "${data.max_response_length}",
@@ -309,3 +311,22 @@ def test_check_trainer_config_reports_a_mask_that_would_do_nothing() -> None:
     cfg = _trainer_config({})
     cfg.algorithm.filter_groups.enable = False
     assert check_trainer_config(cfg) == []  # nothing needs the sampler
+
+
+def test_roc_keeps_the_clean_correct_trajectories_by_masking_the_rest(tq) -> None:
+    from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
+
+    # one group of 4: two correct (session 0 with failing tool calls, session 1 clean), two incorrect
+    tools = {names.FIELD_TOOL_CALLS: 4}
+    extra = {(0, 0): {**tools, names.FIELD_TOOL_FAILURES: 3}, (0, 1): {**tools, names.FIELD_TOOL_FAILURES: 0}}
+    rollout = ScriptedRollout(tq, iter([[1.0, 1.0, 0.0, 0.0]]), extra=extra)
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, roc={"enable": True, "keep_per_group": 2})
+    rollout.submit(1)
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=1)
+    masks = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["loss_mask"])["loss_mask"]
+    kept = {key.split("_")[1]: bool(row.sum() > 0) for key, row in zip(batch.keys, masks.unbind(), strict=True)}
+    assert kept["0"] is False and kept["1"] is True  # the clean correct one
+    assert sum(kept.values()) == 2
+    assert metrics["training/roc/dropped_trajectories"] == 2
+    assert metrics["training/roc/correct_penalty_mean"] == pytest.approx(0.375)
+    assert metrics["training/roc/kept_correct_penalty_mean"] == 0.0
