@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -159,7 +160,8 @@ def make_batch(rows: Sequence[Mapping[str, Any]], n: int, *, default_agent: str,
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    columns: dict[str, list[Any]] = {key: [] for key in ("raw_prompt", "agent_name", "index", ROW_INDEX, SAMPLE_INDEX)}
+    keys = ("raw_prompt", "agent_name", "index", "priority", ROW_INDEX, SAMPLE_INDEX)
+    columns: dict[str, list[Any]] = {key: [] for key in keys}
     columns.update({key: [] for key in ROW_COLUMNS})
     for offset, row in enumerate(rows):
         row_index = first_row + offset
@@ -172,6 +174,9 @@ def make_batch(rows: Sequence[Mapping[str, Any]], n: int, *, default_agent: str,
             columns["raw_prompt"].append(messages)
             columns["agent_name"].append(str(row.get("agent_name") or default_agent))
             columns["index"].append(extra_info.get("index", row_index))
+            # Unique per trajectory, as AgentLoopManager assigns it; with rollout.full_determinism=true verl derives
+            # the request id from it ("det-<priority>"), so seeded clients sample the same trajectory on a rerun.
+            columns["priority"].append(row_index * n + sample)
             columns[ROW_INDEX].append(row_index)
             columns[SAMPLE_INDEX].append(sample)
             columns["data_source"].append(str(row.get("data_source") or ""))
@@ -261,6 +266,7 @@ class Rollout:
         full = make_batch(rows, n, default_agent=self.default_agent, first_row=first_row)
         records: list[TrajectoryRecord] = []
         batches = []
+        started = time.perf_counter()
         with tqdm(total=len(full), desc="rollout", unit="traj", disable=not progress) as bar:
             for start in range(0, len(full), chunk_size):
                 chunk = full[start : start + chunk_size]
@@ -273,7 +279,10 @@ class Rollout:
                 if on_records is not None:
                     on_records(new)
                 bar.update(len(new))
-        metrics = batch_metrics(_columns(records))
+        wall_s = time.perf_counter() - started
+        metrics = batch_metrics(_columns(records), wall_s=wall_s)
+        metrics["agentrl_rollout/wall_s"] = wall_s
+        metrics["agentrl_rollout/trajectories_per_s"] = len(records) / wall_s if wall_s > 0 else 0.0
         scores = [r.score for r in records if r.score is not None]
         if scores:
             metrics["agentrl_rollout/score_mean"] = float(np.mean(scores))

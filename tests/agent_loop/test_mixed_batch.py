@@ -81,3 +81,21 @@ async def test_mixed_batch_is_padded_and_aligned(tiny_model_dir, base_cfg):
     # the two samples of a row are different trajectories
     assert not torch.equal(tensors["responses"][0], tensors["responses"][1])
     assert result.metrics["agentrl_tools/calls_per_traj/mean"] == 1.0
+
+
+async def test_seeded_rollout_is_reproducible(tiny_model_dir, base_cfg):
+    """With rollout.full_determinism the request ids are det-<priority> (one per trajectory), so a seeded HF client
+    samples the same trajectories on a rerun, and different samples of one row still differ."""
+    cfg = with_updates(base_cfg, data__max_response_length=32, actor_rollout_ref__rollout__full_determinism=True)
+    limits = ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
+    rows = [row("Say hello.", agent="single_turn_agent"), row("Count to three.", agent="single_turn_agent")]
+
+    async def responses() -> list[list[int]]:
+        client = HFGenerationClient.from_pretrained(tiny_model_dir, limits=limits, seed=1)
+        runner = await Rollout.create(cfg, client)
+        result = await runner.run(rows, n=2, progress=False)
+        return [r.response_ids for r in result.records]
+
+    first, second = await responses(), await responses()
+    assert first == second
+    assert first[0] != first[1] and first[2] != first[3]
