@@ -95,6 +95,16 @@ class FilterGroups:
             )
 
 
+# sampler_kwargs key -> the config value it must be interpolated from (sync_refill_failed_groups is optional)
+WIRING = {
+    "masks": "${agentrl.masks}",
+    "roc": "${agentrl.roc}",
+    "filter_groups": "${algorithm.filter_groups}",
+    "train_batch_size": "${data.train_batch_size}",
+    "max_response_length": "${data.max_response_length}",
+}
+
+
 @dataclasses.dataclass
 class SamplerSettings:
     """``trainer.v1.sampler.sampler_kwargs`` of the agentrl samplers (see the module docstring)."""
@@ -110,6 +120,10 @@ class SamplerSettings:
     def from_kwargs(cls, sampler_kwargs: Any) -> SamplerSettings:
         values = _to_plain(sampler_kwargs) or {}
         where = "trainer.v1.sampler.sampler_kwargs"
+        missing = [key for key in WIRING if key not in values]
+        if missing:  # an unwired switch would silently do nothing
+            wiring = ", ".join(f"{key}: {WIRING[key]}" for key in missing)
+            raise ValueError(f"{where} lacks {missing}; wire them from their config home: {{{wiring}}}")
         settings = from_mapping(cls, values, where=where)
         settings.masks = MaskConfig.from_dict(_to_plain(settings.masks))
         settings.roc = roc.RoCConfig.from_dict(_to_plain(settings.roc))

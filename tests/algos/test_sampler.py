@@ -227,14 +227,20 @@ def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
 def test_sampler_kwargs_are_validated() -> None:
     from agentrl_recipe.algos.sampler import SamplerSettings
 
+    wired = {"masks": {}, "roc": {}, "filter_groups": {}, "train_batch_size": 4, "max_response_length": 8}
+    assert SamplerSettings.from_kwargs(wired).masks.enabled == ()
+    with pytest.raises(ValueError, match=r"masks: \$\{agentrl.masks\}"):  # unwired: would silently do nothing
+        SamplerSettings.from_kwargs({k: v for k, v in wired.items() if k != "masks"})
     with pytest.raises(ValueError, match="void_turns"):
-        SamplerSettings.from_kwargs({"masks": {"void_turns": True}})
+        SamplerSettings.from_kwargs({**wired, "masks": {"void_turns": True}})
     with pytest.raises(ValueError, match="metric"):
-        SamplerSettings.from_kwargs({"filter_groups": {"enable": True}, "train_batch_size": 4})
+        SamplerSettings.from_kwargs({**wired, "filter_groups": {"enable": True}})
     with pytest.raises(ValueError, match="train_batch_size"):
-        SamplerSettings.from_kwargs({"filter_groups": {"enable": True, "metric": "acc"}})
+        SamplerSettings.from_kwargs(
+            {**wired, "filter_groups": {"enable": True, "metric": "acc"}, "train_batch_size": None}
+        )
     with pytest.raises(ValueError, match="unknown key"):
-        SamplerSettings.from_kwargs({"mask": {}})
+        SamplerSettings.from_kwargs({**wired, "mask": {}})
 
 
 def _trainer_config(masks: dict, mode: str = "sync", sampler: str = "AgentRLReplayBuffer"):
