@@ -1,0 +1,74 @@
+"""A concurrency limit shared by every AgentLoopWorker of a Ray job (the paper's global ``rate_limit``).
+
+One named, detached-by-name Ray actor holds an asyncio semaphore; each tool call takes a permit for its sandbox run.
+Outside Ray (tests, scripts, one process) or with ``limit=None`` the limiter is a no-op; the per-worker semaphore in
+the tool still applies. Permits of a worker that dies mid-call are lost until the actor restarts with the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+ACTOR_NAME = "agentrl_sandbox_rate_limiter"
+
+
+class _Permits:
+    """The actor's body (an async Ray actor: acquire() waits without blocking release())."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._sem = asyncio.Semaphore(limit)
+        self.in_use = 0
+
+    async def acquire(self) -> int:
+        await self._sem.acquire()
+        self.in_use += 1
+        return self.in_use
+
+    def release(self) -> None:
+        self.in_use -= 1
+        self._sem.release()
+
+    def stats(self) -> dict[str, int]:
+        return {"limit": self.limit, "in_use": self.in_use}
+
+
+class GlobalLimiter:
+    def __init__(self, actor: Any = None) -> None:
+        self.actor = actor
+
+    @classmethod
+    def maybe(cls, limit: int | None) -> GlobalLimiter:
+        """The job-wide limiter when Ray is initialized and ``limit`` is set, else a no-op one."""
+        if not limit:
+            return cls(None)
+        try:
+            import ray
+        except ImportError:
+            return cls(None)
+        if not ray.is_initialized():
+            return cls(None)
+        actor_cls = ray.remote(num_cpus=0, max_concurrency=max(1000, 4 * int(limit)))(_Permits)
+        actor = actor_cls.options(name=ACTOR_NAME, get_if_exists=True, lifetime=None).remote(int(limit))
+        return cls(actor)
+
+    @property
+    def enabled(self) -> bool:
+        return self.actor is not None
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        if self.actor is None:
+            yield
+            return
+        await self.actor.acquire.remote()
+        try:
+            yield
+        finally:
+            self.actor.release.remote()
