@@ -62,7 +62,7 @@ import torch
 import transfer_queue as tq
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync, _accumulate_eviction_metrics
 
 from agentrl_recipe.algos import roc
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
@@ -250,6 +250,7 @@ class AgentRLReplayBuffer(_MaskingMixin, ReplayBuffer):
         self._refill_budget: int | None = None
         self._refilled = 0
         self._cap_reached = False
+        self._evictions: dict = {}  # this step's verl eviction metrics, kept for the short-batch path
 
     # ---- the cap -------------------------------------------------------------------------------------------------
     def _budgeted_refill(self, num_prompts: int) -> int:
@@ -285,6 +286,14 @@ class AgentRLReplayBuffer(_MaskingMixin, ReplayBuffer):
         if dapo and partition_id != "val" and self._cap_active():
             return stale, set(), failed, Counter()  # at the cap, zero-variance groups are kept
         return stale, dapo, failed, counts
+
+    def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons):
+        evicted, stale_count, dapo_count, metrics = super()._evict_terminal_groups(
+            global_steps, partition_id, eviction_reasons
+        )
+        if evicted:
+            _accumulate_eviction_metrics(self._evictions, metrics, stale_count)
+        return evicted, stale_count, dapo_count, metrics
 
     def _zero_variance(self, partition_id: str, uid: str) -> bool:
         return self._dapo_classification_cache[partition_id].get(uid) is not None
@@ -326,7 +335,7 @@ class AgentRLReplayBuffer(_MaskingMixin, ReplayBuffer):
             self.max_num_gen_batches,
             len(selected),
         )
-        return self._materialize_batch(partition_id, selected, snapshot), {}
+        return self._materialize_batch(partition_id, selected, snapshot), dict(self._evictions)
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
         """verl's sync sampling under this step's generation budget, then the trajectory masks."""
@@ -334,6 +343,7 @@ class AgentRLReplayBuffer(_MaskingMixin, ReplayBuffer):
         self._cap_reached = False
         self._refilled = 0
         self._refill_budget = None
+        self._evictions = {}
         if training and self.max_num_gen_batches > 0:
             assert self.train_batch_size is not None
             self._refill_budget = (self.max_num_gen_batches - 1) * self.train_batch_size
@@ -345,14 +355,14 @@ class AgentRLReplayBuffer(_MaskingMixin, ReplayBuffer):
             return batch, metrics
         if self.filter_groups_metric is not None:
             uids = {key.split("_")[0] for key in batch.keys}
-            kept_flat = sum(self._zero_variance(partition_id, uid) for uid in uids)
+            zero_variance_kept = sum(self._zero_variance(partition_id, uid) for uid in uids)
             per_batch = self.train_batch_size or batch_size
             metrics.update(
                 {
                     "training/filter_groups/refill_prompts": float(self._refilled),
                     "training/filter_groups/gen_batches": 1.0 + self._refilled / per_batch,
                     "training/filter_groups/cap_reached": float(self._cap_reached),
-                    "training/filter_groups/zero_variance_groups_kept": float(kept_flat),
+                    "training/filter_groups/zero_variance_groups_kept": float(zero_variance_kept),
                     "training/filter_groups/batch_groups": float(len(uids)),
                 }
             )

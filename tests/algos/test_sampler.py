@@ -192,6 +192,8 @@ def test_cap_prefers_groups_with_variance_and_trains_a_short_batch(tq, caplog) -
     assert len(groups) < B and metrics["training/filter_groups/batch_groups"] == len(groups)
     assert any(len(set(accs)) > 1 for accs in groups.values())  # the one group with signal is in
     assert "training this step on" in caplog.text
+    # 2 zero groups, then the 2 late ones + 1 refilled zero group; verl's count survives the short path
+    assert metrics["training/filter_groups/evicted_samples"] == 5
 
 
 def test_nothing_to_train_on_at_the_cap_is_a_clear_error(tq) -> None:
@@ -336,3 +338,15 @@ def test_roc_keeps_the_clean_correct_trajectories_by_masking_the_rest(tq) -> Non
     assert metrics["training/roc/dropped_trajectories"] == 2
     assert metrics["training/roc/correct_penalty_mean"] == pytest.approx(0.375)
     assert metrics["training/roc/kept_correct_penalty_mean"] == 0.0
+
+
+def test_async_buffer_applies_masks_and_rejects_the_sync_cap(tq) -> None:
+    from agentrl_recipe.algos.sampler import AgentRLReplayBufferAsync
+
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra={(0, 0): {names.FIELD_TOOL_INFRA_FAILURE: True}})
+    with pytest.raises(ValueError, match="sync dynamic sampling only"):
+        make_buffer(AgentRLReplayBufferAsync, rollout, filter_groups=DAPO)
+    buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks={"infra_failure": True})
+    rollout.submit(B)
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    assert len(batch) == B * N and metrics["training/masks/masked_trajectories"] == 1
