@@ -1,0 +1,49 @@
+"""Host-side inspection helpers for the sandbox tests (imported by name: tests/tools is on sys.path)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+HOST_SECRET_ENV = "AGENTRL_TEST_HOST_SECRET"
+HOST_SECRET_VALUE = "s3cr3t-do-not-leak-4242"
+
+
+def descendants(root_pid: int) -> set[int]:
+    """Live pids below ``root_pid`` on the host (from /proc; zombies excluded)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out: set[int] = set()
+    todo = [root_pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def settled_count(pool: Any, expect_at_most: int | None = None, timeout_s: float = 10.0) -> int:
+    """Processes under the pool's bwrap once it is idle again (standby runs refilled, finished runs gone)."""
+    assert pool._proc is not None
+    deadline = time.monotonic() + timeout_s
+    last = -1
+    stable = 0
+    while time.monotonic() < deadline:
+        n = len(descendants(pool._proc.pid))
+        stable = stable + 1 if n == last else 0
+        last = n
+        if stable >= 3 and (expect_at_most is None or n <= expect_at_most):
+            return n
+        time.sleep(0.1)
+    return last

@@ -1,0 +1,239 @@
+"""Escape and abuse attempts against the local bubblewrap pool. Each is checked on the HOST, not only by status."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE, descendants, settled_count
+
+
+def test_runs_as_unprivileged_uid_without_capabilities(pool):
+    res = pool.run(
+        "import os\n"
+        "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
+        "print(os.getuid(), os.geteuid(), st['CapEff'].strip(), st['NoNewPrivs'].strip(), st['Seccomp'].strip())"
+    )
+    assert res.status == "ok", res
+    uid, euid, cap_eff, no_new_privs, seccomp = res.stdout.split()
+    assert int(uid) != 0 and int(euid) != 0
+    assert int(cap_eff, 16) == 0
+    assert no_new_privs == "1"
+    assert seccomp == "2"  # filter mode
+    assert pool.describe()["isolation"]["seccomp"] is True
+
+
+def test_network_is_unreachable_including_host_loopback(pool):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    try:
+        res = pool.run(
+            "import socket\n"
+            f"for fam, addr in ((socket.AF_INET, ('127.0.0.1', {port})), (socket.AF_INET, ('1.1.1.1', 80)),"
+            f" (socket.AF_INET6, ('::1', {port}))):\n"
+            "    try:\n"
+            "        s = socket.socket(fam); s.settimeout(2); s.connect(addr); print('CONNECTED', addr)\n"
+            "    except OSError as e:\n"
+            "        print('blocked', type(e).__name__)\n"
+        )
+        assert res.status == "ok", res
+        assert "CONNECTED" not in res.stdout
+        assert res.stdout.count("blocked") == 3
+        with pytest.raises(BlockingIOError):  # host side: nobody ever connected
+            listener.accept()
+    finally:
+        listener.close()
+
+
+def test_host_files_outside_the_binds_are_invisible(pool, tmp_path):
+    secret = tmp_path / "host_secret.txt"
+    secret.write_text("TOPSECRET-host-file")
+    secret.chmod(0o644)
+    probe = [str(secret), "/etc/passwd", "/etc/shadow", "/root/.bashrc", str(Path.cwd() / "pyproject.toml")]
+    res = pool.run(
+        "import os\n"
+        f"for p in {probe!r}:\n"
+        "    try:\n"
+        "        print('READ', p, open(p).read()[:40])\n"
+        "    except OSError as e:\n"
+        "        print('denied', p, type(e).__name__)\n"
+        "print(sorted(os.listdir('/')))\n"
+    )
+    assert res.status == "ok", res
+    assert "READ" not in res.stdout and "TOPSECRET" not in res.stdout
+    top = eval(res.stdout.strip().splitlines()[-1])
+    assert "root" not in top and "work" not in top and "home" not in top
+
+
+def test_writes_stay_in_the_private_scratch_dir(pool, tmp_path):
+    target = tmp_path / "ESCAPE_MARKER"
+    res = pool.run(
+        "import os\n"
+        f"for p in ['/usr/ESCAPE', '/ESCAPE', '/etc/ESCAPE', {str(target)!r}, '/opt/site0/ESCAPE']:\n"
+        "    try:\n"
+        "        open(p, 'w').write('x'); print('WROTE', p)\n"
+        "    except OSError as e:\n"
+        "        print('denied', p, type(e).__name__)\n"
+        "open('/tmp/left_by_run_1', 'w').write('x')\n"
+        "open('scratch_file', 'w').write('ok'); print('scratch ok', os.getcwd())\n"
+    )
+    assert res.status == "ok", res
+    assert "WROTE" not in res.stdout and "scratch ok /tmp" in res.stdout
+    assert not target.exists()
+    assert not any(Path(p).exists() for p in ("/usr/ESCAPE", "/ESCAPE", "/etc/ESCAPE"))
+    # Another run never sees the first run's scratch files.
+    res2 = pool.run("import os; print(sorted(os.listdir('/tmp')))")
+    assert res2.status == "ok" and "left_by_run_1" not in res2.stdout and "scratch_file" not in res2.stdout
+
+
+def test_parent_environment_does_not_leak(pool):
+    assert os.environ[HOST_SECRET_ENV] == HOST_SECRET_VALUE
+    res = pool.run(
+        "import os, glob\n"
+        "print(sorted(os.environ))\n"
+        "for p in glob.glob('/proc/*/environ'):\n"
+        "    try:\n"
+        "        print(open(p, 'rb').read())\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    assert res.status == "ok", res
+    assert HOST_SECRET_ENV not in res.stdout and HOST_SECRET_VALUE not in res.stdout
+
+
+def test_fork_bomb_is_contained_and_cleaned_up(pool):
+    baseline = settled_count(pool)
+    # Count how far it gets, then a real unbounded bomb until the wall timeout kills it.
+    counted = pool.run(
+        "import os, time\n"
+        "n = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30); os._exit(0)\n"
+        "        n += 1\n"
+        "except OSError as e:\n"
+        "    print('stopped', n)\n",
+        timeout_s=10,
+    )
+    assert counted.status == "ok", counted
+    assert int(counted.stdout.split()[-1]) <= 64
+    bomb = pool.run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", timeout_s=2
+    )
+    assert bomb.status == "timeout"
+    assert settled_count(pool, expect_at_most=baseline) == baseline  # nothing of either run survives on the host
+    assert pool.run("print('alive')").stdout == "alive\n"
+
+
+def test_memory_bomb_is_stopped(pool):
+    res = pool.run("x = bytearray(8 << 30)", memory_mb=256)
+    assert res.status == "memory_exceeded", res
+    res = pool.run("chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))", memory_mb=256)
+    assert res.status == "memory_exceeded", res
+    assert pool.run("import numpy as np; print(np.zeros(10**6).sum())", memory_mb=256).stdout == "0.0\n"
+
+
+def test_infinite_loop_and_sleep_are_killed_on_time(pool):
+    baseline = settled_count(pool)
+    for code in ("while True: pass", "import time; time.sleep(60)"):
+        start = time.monotonic()
+        res = pool.run(code, timeout_s=1)
+        assert res.status == "timeout" and res.exit_code is None, res
+        assert time.monotonic() - start < 4
+    assert settled_count(pool, expect_at_most=baseline) == baseline
+
+
+def test_huge_output_is_capped_without_deadlock(pool):
+    start = time.monotonic()
+    res = pool.run("import sys\nsys.stdout.write('x' * (10 << 20))\nsys.stderr.write('y' * (10 << 20))", timeout_s=10)
+    assert res.status == "output_truncated", res.status
+    assert len(res.stdout) <= pool.cfg.max_output_bytes and len(res.stderr) <= pool.cfg.max_output_bytes
+    assert len(res.stdout) + len(res.stderr) > 0
+    assert time.monotonic() - start < 5
+    # Up to the cap is fine and complete.
+    res = pool.run("print('z' * 500000)")
+    assert res.status == "ok" and len(res.stdout) == 500001
+
+
+def test_cannot_kill_or_ptrace_the_pool_or_the_host(pool):
+    assert pool._proc is not None
+    bwrap_pid = pool._proc.pid
+    res = pool.run(
+        "import os, signal, ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('ppid', os.getppid())\n"
+        "print('ptrace', libc.ptrace(16, 1, 0, 0), libc.ptrace(16, os.getppid(), 0, 0))\n"
+        "for sig in (signal.SIGKILL, signal.SIGTERM):\n"
+        "    for pid in range(1, 400):\n"
+        "        if pid != os.getpid():\n"
+        "            try: os.kill(pid, sig)\n"
+        "            except OSError: pass\n"
+        "    try: os.kill(-1, sig)\n"
+        "    except OSError: pass\n"
+        f"try: os.kill({os.getpid()}, signal.SIGKILL)\n"
+        "except OSError as e: print('host kill', type(e).__name__)\n"
+        "print('done')\n"
+    )
+    assert "ptrace -1 -1" in res.stdout, res
+    assert res.status in ("ok", "runtime_error"), res
+    # The host process (this test) lives, the pool was not restarted and still serves.
+    assert pool._proc is not None and pool._proc.pid == bwrap_pid and pool._proc.returncode is None
+    assert pool.restarts == 0
+    assert pool.run("print(6*7)").stdout == "42\n"
+
+
+def test_background_processes_do_not_outlive_the_run(pool):
+    baseline = settled_count(pool)
+    res = pool.run(
+        "import os, time, subprocess\n"
+        "if os.fork() == 0:\n"
+        "    try: os.setsid()\n"
+        "    except OSError: pass\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "subprocess.Popen(['/usr/bin/sleep', '60'], start_new_session=False)\n"
+        "print('parent exits')\n"
+    )
+    assert res.status == "ok" and "parent exits" in res.stdout, res
+    assert settled_count(pool, expect_at_most=baseline) == baseline
+    assert not any("sleep" in _cmdline(pid) for pid in descendants(pool._proc.pid)), (
+        "a background process of the run is still alive on the host"
+    )
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_cannot_hijack_the_pool_socket(pool):
+    res = pool.run(
+        "import os\n"
+        "print(os.listdir('/run/agentrl'))\n"
+        "import socket\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.bind('/run/agentrl/pool.sock'); print('BOUND')\n"
+        "except OSError as e:\n"
+        "    print('denied', type(e).__name__)\n"
+    )
+    assert "pool.sock" not in res.stdout.splitlines()[0] and "BOUND" not in res.stdout, res
+    assert pool.run("print(1)").stdout == "1\n"
+
+
+def test_runs_are_independent(pool):
+    a = pool.run("import random, numpy; print(random.random(), numpy.random.rand())")
+    b = pool.run("import random, numpy; print(random.random(), numpy.random.rand())")
+    assert a.status == b.status == "ok" and a.stdout != b.stdout  # each fork reseeded
+    assert pool.run("x = 1").status == "ok"
+    assert pool.run("print(x)").status == "runtime_error"  # no state carried between runs
