@@ -155,3 +155,57 @@ def test_rejects_a_non_actor_config(tcr) -> None:
     old, logp, adv, mask = golden_batch()
     with pytest.raises(TypeError, match="ActorConfig"):
         tcr(old, logp, adv, mask, loss_agg_mode="token-mean", config=None)
+
+
+def _actor_batch(masked_rows: set[int], rows: tuple[int, ...] = (0, 1, 2)):
+    """Nested TensorDict + model output as verl's engine hands them to workers.utils.losses.ppo_loss."""
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+
+    gen = torch.Generator().manual_seed(3)
+    prompt_lens, response_lens = [3, 2, 4], [4, 5, 3]
+    old = [-torch.rand(n, generator=gen) for n in response_lens]
+    new = [o + torch.randn(len(o), generator=gen) * 0.4 for o in old]
+    adv = [torch.full((n,), float(torch.randn(1, generator=gen))) for n in response_lens]
+    mask = [torch.full((n,), int(i not in masked_rows), dtype=torch.int64) for i, n in enumerate(response_lens)]
+
+    def nested(values):
+        return torch.nested.as_nested_tensor([values[i] for i in rows], layout=torch.jagged)
+
+    data = TensorDict(
+        {
+            "prompts": nested([torch.ones(n, dtype=torch.int64) for n in prompt_lens]),
+            "responses": nested([torch.ones(n, dtype=torch.int64) for n in response_lens]),
+            "response_mask": nested(mask),
+            "loss_mask": nested(mask),
+            "old_log_probs": nested(old),
+            "advantages": nested([a * m for a, m in zip(adv, mask, strict=True)]),
+        },
+        batch_size=len(rows),
+    )
+    # FSDPEngine.forward_backward_batch: batch_num_tokens = loss_mask.sum() (all-reduced over dp)
+    num_tokens = int(data["loss_mask"].values().sum())
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=num_tokens, global_batch_size=len(rows))
+    # model output over prompt + response, shifted by one token: log-prob of response token t sits at t-1
+    log_probs = [torch.cat([torch.zeros(p - 1), n, torch.zeros(1)]) for p, n in zip(prompt_lens, new, strict=True)]
+    return data, {"log_probs": nested(log_probs)}
+
+
+@pytest.mark.parametrize("masked_rows", [set(), {1}])
+def test_through_verl_ppo_loss(actor_config, masked_rows: set[int]) -> None:
+    """verl's actor loss (workers.utils.losses.ppo_loss) selects agentrl_tcr by policy_loss.loss_mode; a masked
+    trajectory leaves the loss exactly as if it were not in the batch."""
+    from verl.workers.utils.losses import ppo_loss
+
+    def loss(mode: str, rows: tuple[int, ...] = (0, 1, 2), masked: set[int] = masked_rows):
+        config = actor_config(clip_ratio_high=0.28, clip_ratio_c=10.0, policy_loss={"loss_mode": mode})
+        data, output = _actor_batch(masked, rows)
+        return ppo_loss(config, output, data)
+
+    (loss_vanilla, metrics_vanilla), (loss_tcr, metrics_tcr) = loss("vanilla"), loss(names.POLICY_LOSS)
+    assert abs(loss_vanilla.item() - loss_tcr.item()) <= 1e-6
+    assert "actor/pg_clipfrac_high" in metrics_tcr and "actor/pg_clipfrac_high" not in metrics_vanilla
+    if masked_rows:
+        loss_kept, _ = loss(names.POLICY_LOSS, rows=(0, 2))
+        assert loss_tcr.item() == pytest.approx(loss_kept.item(), abs=1e-6)
+        assert loss_tcr.item() != pytest.approx(loss(names.POLICY_LOSS, masked=set())[0].item())  # the mask matters
