@@ -10,12 +10,16 @@ OpenAI-compatible API (token ids in and out, so the agent loop's token accountin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.eval.config import EvalConfig
 from agentrl_recipe.eval.data import EvalProblem
+from agentrl_recipe.eval.dump import atomic_write_text
 from agentrl_recipe.eval.runner import Trajectory
+
+TOOL_CONFIG_FILE = "tool_config.yaml"
 
 
 def verl_overrides(cfg: EvalConfig) -> list[str]:
@@ -31,22 +35,55 @@ def verl_overrides(cfg: EvalConfig) -> list[str]:
         f"{rollout}.multi_turn.max_user_turns={cfg.max_user_turns}",
         f"{rollout}.multi_turn.max_parallel_calls={cfg.max_parallel_calls}",
         f"{rollout}.multi_turn.max_tool_response_length={cfg.max_tool_response_length}",
-        f"++{names.CONFIG_NAMESPACE}.sandbox.timeout_s={cfg.tool_timeout_s}",
-        *(f"++{names.CONFIG_NAMESPACE}.sandbox.{k}={v}" for k, v in (cfg.sandbox or {}).items()),
         *([f"{rollout}.multi_turn.tool_config_path={cfg.tool_config}"] if cfg.tool_config else []),
         *(cfg.overrides or []),
     ]
 
 
+def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
+    """The tool YAML the run uses: ``source`` with the protocol's tool timeout and sandbox overrides applied to the
+    ``code_interpreter`` entry (written into the run folder, so the run records the exact tool settings)."""
+    from omegaconf import OmegaConf
+
+    tools = OmegaConf.to_container(OmegaConf.load(source), resolve=True)
+    entries = tools.get("tools") if isinstance(tools, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{source}: not a verl tool config (expected a top-level 'tools:' list)")
+    found = False
+    for entry in entries:
+        if ((entry.get("tool_schema") or {}).get("function") or {}).get("name") != names.TOOL_NAME:
+            continue
+        found = True
+        tool_cfg = entry.setdefault("config", {})
+        tool_cfg["timeout_s"] = cfg.tool_timeout_s
+        if cfg.sandbox:
+            tool_cfg["sandbox"] = {**(tool_cfg.get("sandbox") or {}), **cfg.sandbox}
+    if not found:
+        raise ValueError(f"{source}: no tool named {names.TOOL_NAME!r}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(dest, OmegaConf.to_yaml(OmegaConf.create(tools)))
+    return dest
+
+
 def compose_eval_config(cfg: EvalConfig) -> Any:
+    """The recipe's RL config with the eval protocol on it; its tool YAML goes to ``<out_dir>/tool_config.yaml``."""
+    from omegaconf import open_dict
+    from verl.utils.import_utils import resolve_config_path
+
     from agentrl_recipe.rollout import compose_config
 
-    return compose_config(
+    verl_cfg = compose_config(
         cfg.model,
         overrides=verl_overrides(cfg),
         prompt_length=cfg.max_prompt_length,
         response_length=cfg.max_response_length,
     )
+    multi_turn = verl_cfg.actor_rollout_ref.rollout.multi_turn
+    if multi_turn.get("tool_config_path"):
+        source = resolve_config_path(multi_turn.tool_config_path)
+        with open_dict(verl_cfg):
+            multi_turn.tool_config_path = str(write_tool_config(source, cfg, Path(cfg.out_dir) / TOOL_CONFIG_FILE))
+    return verl_cfg
 
 
 def make_client(cfg: EvalConfig, verl_cfg: Any) -> Any:

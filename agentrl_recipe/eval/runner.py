@@ -296,8 +296,8 @@ async def arun_eval(
         from agentrl_recipe.config import SandboxConfig
         from agentrl_recipe.tools.sandbox import get_sandbox
 
-        # The tool's settings (agentrl.sandbox + the tool timeout), so grading shares the rollout's pool.
-        sandbox = get_sandbox(SandboxConfig.from_dict({"timeout_s": cfg.tool_timeout_s, **(cfg.sandbox or {})}))
+        # The tool builds its sandbox from the same overrides, so grading shares the rollout's pool.
+        sandbox = get_sandbox(SandboxConfig.from_dict(cfg.sandbox))
     dump = RolloutDump(out / DUMP_FILE)
     regraded = await regrade_infra_failures(dump, problems, sandbox=sandbox, lcb_timeout_s=cfg.lcb_timeout_s)
     if regraded:

@@ -34,7 +34,13 @@ def test_protocol_lands_in_the_composed_verl_config(tiny_model_dir: Path, tmp_pa
     mt = rollout.multi_turn
     assert (mt.max_assistant_turns, mt.max_user_turns, mt.max_tool_response_length) == (4, 5, 128)
     assert mt.max_parallel_calls == 1 and mt.tool_response_truncate_side == "left"
-    assert verl_cfg.agentrl.sandbox.timeout_s == 7.0
+    tool_yaml = Path(mt.tool_config_path)  # the recipe's tool YAML with the protocol's timeout, in the run folder
+    assert tool_yaml.parent == tmp_path
+    from omegaconf import OmegaConf
+
+    tool = OmegaConf.load(tool_yaml).tools[0]
+    assert tool.class_name == "agentrl_recipe.tools.code_interpreter.CodeInterpreterTool"
+    assert tool.config.timeout_s == 7.0 and tool.config.memory_mb == 2048
     assert rollout.agent.default_agent_loop == "agentrl_tool_agent"  # the training loop, not verl's tool_agent
 
 
