@@ -94,9 +94,12 @@ def build_client(args: argparse.Namespace, cfg: Any) -> Any:
 def compose(args: argparse.Namespace) -> Any:
     from agentrl_recipe.rollout import compose_config
 
+    # Data prep reads only the scorer's verdict (acc), never the shaped reward: overlong shaping off, so a short
+    # --response-length cannot clash with the training buffer (4096). User overrides still come last.
+    overrides = ["reward.reward_kwargs.overlong_buffer_cfg.enable=false", *args.override]
     return compose_config(
         args.model,
-        overrides=args.override,
+        overrides=overrides,
         config_name=args.config_name,
         prompt_length=args.prompt_length,
         response_length=args.response_length,
