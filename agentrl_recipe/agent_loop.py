@@ -13,9 +13,10 @@ tokenization, masks and limits are verl's — and changes three things through i
    turns into ``non_tensor_batch`` columns and hands to the reward manager as ``tool_extra_fields``: turns, tool
    calls, per-call status and latency, failures, malformed calls, void turns, sandbox infra failures and why the
    trajectory ended. ``FIELD_NUM_TURNS`` equals verl's ``__num_turns__`` (prompt + assistant + tool turns).
-3. **Stateful sessions** end with the trajectory: a tool exposing ``async close_session(request_id)`` (the
-   ``code_interpreter`` in stateful mode keys its interpreter by ``agent_data.request_id``) is told when the
-   trajectory that owned a session is over.
+3. **Stateful sessions** end with the trajectory: a tool exposing ``forget(request_id)`` (sync or async; the
+   ``code_interpreter`` in stateful mode keys its interpreter state by ``agent_data.request_id``) is told when the
+   trajectory that owned the state is over — verl creates and releases tool instances around every single call, so
+   the tool cannot know, and with ``rollout.full_determinism`` request ids (``det-<priority>``) recur every step.
 
 A *void turn* is an assistant turn the model ended (stop token) with neither a complete, valid tool call nor a final
 answer — SimpleTIR's "void turn". A final answer is a closed ``\\boxed{...}`` for math and GPQA rows, and a closed
@@ -31,6 +32,7 @@ verl's own keys under ``actor_rollout_ref.rollout.multi_turn``, at the paper's v
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 import re
@@ -319,13 +321,15 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         messages = self._clean_messages(agent_data.messages) if self.settings.record_messages else None
         agent_data.extra_fields.update(stats.fields(agent_data, self.response_length, messages))
         for tool in getattr(agent_data, "_active_tools", self.tools).values():
-            close = getattr(tool, "close_session", None)
-            if close is None:
+            forget = getattr(tool, "forget", None)
+            if forget is None:
                 continue
             try:
-                await close(agent_data.request_id)
-            except Exception:  # a session that cannot be closed must not cost the trajectory
-                logger.warning("closing the %s session of %s failed", tool.name, agent_data.request_id, exc_info=True)
+                done = forget(agent_data.request_id)
+                if inspect.isawaitable(done):
+                    await done
+            except Exception:  # a session that cannot be dropped must not cost the trajectory
+                logger.warning("ending the %s session of %s failed", tool.name, agent_data.request_id, exc_info=True)
 
     def _clean_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Copy of the conversation that the chat template renders back to the generated tokens.

@@ -108,7 +108,7 @@ class HFGenerationClient:
         max_new = self.limits.max_new_tokens(len(prompt_ids), sampling_params)
         stop_ids = stop_token_set(self.eos_ids, sampling_params)
         want_logprobs = bool(sampling_params.get("logprobs"))
-        turn = self._turns.next(request_id)
+        turn = self._turns.next(request_id, prompt_ids)
 
         forced: list[int] | None = None
         if self.script is not None:

@@ -72,17 +72,24 @@ def turns(*responses: str | ScriptedTurn, then: str | ScriptedTurn | None = None
 
 
 class TurnCounter:
-    """Assistant-turn index per request_id (LRU-bounded: a long data-prep run must not grow it without limit)."""
+    """Assistant-turn index per trajectory, LRU-bounded (a long data-prep run must not grow it without limit).
+
+    A trajectory is a request id whose prompts extend each other; a prompt that does not extend the previous one
+    under the same id starts a new trajectory (verl reuses ``det-<priority>`` ids every step under
+    ``rollout.full_determinism``).
+    """
 
     def __init__(self, capacity: int = 65536):
-        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._state: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # id -> (turn, prompt len, prompt hash)
         self._capacity = capacity
 
-    def next(self, request_id: str) -> int:
-        turn = self._counts.pop(request_id, -1) + 1
-        self._counts[request_id] = turn
-        if len(self._counts) > self._capacity:
-            self._counts.popitem(last=False)
+    def next(self, request_id: str, prompt_ids: Sequence[int]) -> int:
+        turn, length, digest = self._state.pop(request_id, (-1, 0, hash(())))
+        continues = len(prompt_ids) > length and hash(tuple(prompt_ids[:length])) == digest
+        turn = turn + 1 if continues else 0
+        self._state[request_id] = (turn, len(prompt_ids), hash(tuple(prompt_ids)))
+        if len(self._state) > self._capacity:
+            self._state.popitem(last=False)
         return turn
 
 
@@ -144,7 +151,7 @@ class ScriptedClient:
         if image_data is not None or video_data is not None or audio_data is not None:
             raise ValueError("ScriptedClient is text-only; got multimodal inputs")
         check_sampling_params(sampling_params)
-        request = ScriptRequest(request_id, self._turns.next(request_id), list(prompt_ids), self.tokenizer)
+        request = ScriptRequest(request_id, self._turns.next(request_id, prompt_ids), list(prompt_ids), self.tokenizer)
         if self.record_calls:
             self.calls.append(request)
         answer = self.script(request)

@@ -12,7 +12,7 @@ from agentrl_recipe import names
 from agentrl_recipe.agent_loop import batch_metrics
 from agentrl_recipe.generation.common import ContextLimits
 from agentrl_recipe.generation.scripted import ScriptedClient, ScriptedTurn, ScriptRequest, turns
-from agentrl_recipe.rollout import arollout
+from agentrl_recipe.rollout import Rollout, arollout
 
 ANSWER = "The answer is \\boxed{42}."
 
@@ -154,3 +154,31 @@ async def test_reward_sees_num_turns_and_tool_fields(tokenizer, base_cfg):
     assert wrong.reward_extra_info["tool_bonus"] == pytest.approx(0.1)
     assert result.metrics["agentrl_rollout/score_mean"] == pytest.approx(0.05)
     json.dumps([r.to_dict() for r in result.records])  # records are plain JSON
+
+
+async def test_stateful_sessions_end_with_their_trajectory(tokenizer, base_cfg, tool_config_path, tmp_path):
+    """code_interpreter's stateful mode keeps variables per request id; the loop drops them when the trajectory ends,
+    so a later trajectory reusing the id (full_determinism: det-<priority>, every step) starts clean."""
+    stateful = tmp_path / "code_interpreter_stateful.yaml"
+    stateful.write_text(tool_config_path.read_text().replace("stateful: false", "stateful: true"))
+    assert "stateful: true" in stateful.read_text()
+    cfg = with_updates(
+        base_cfg,
+        actor_rollout_ref__rollout__multi_turn__tool_config_path=str(stateful),
+        actor_rollout_ref__rollout__full_determinism=True,
+    )
+    first, later = turns(call("x = 6"), call("print(x * 7)"), ANSWER), turns(call("print(x * 7)"), ANSWER)
+    runs: list[ScriptRequest] = []
+
+    def script(request: ScriptRequest) -> str:
+        if request.turn == 0:
+            runs.append(request)
+        return (first if len(runs) == 1 else later)(request)
+
+    client = scripted(tokenizer, cfg, script)
+    runner = await Rollout.create(cfg, client)
+    (record,) = (await runner.run([row("What is 6*7?")], progress=False)).records
+    assert record.messages[4] == {"role": "tool", "content": "42\n"}  # x survived from the first call
+    (again,) = (await runner.run([row("What is 6*7?")], progress=False)).records
+    assert runs[0].request_id == runs[1].request_id == "det-0"  # the id comes back
+    assert again.tool_statuses == ["runtime_error"] and "NameError" in again.messages[2]["content"]

@@ -83,9 +83,13 @@ def test_scripted_turn_is_forced_with_model_logprobs(tiny_model_dir, prompt):
     tok = client.tokenizer
     assert forced.token_ids == tok.encode("The answer is 42.") + [tok.eos_token_id]
     assert forced.log_probs == pytest.approx(client._score(prompt, forced.token_ids), abs=1e-5)
-    # the script has no second turn → the model generates
-    free = asyncio.run(client.generate("s", prompt_ids=prompt, sampling_params=GREEDY))
-    assert free.token_ids != forced.token_ids
+    # the next turn of the same trajectory (its prompt extends the first): the script has none → the model generates
+    next_prompt = prompt + forced.token_ids + tok.encode("\n<|im_start|>user\nok<|im_end|>\n")
+    free = asyncio.run(client.generate("s", prompt_ids=next_prompt, sampling_params=GREEDY))
+    assert free.token_ids != tok.encode("The answer is 42.") + [tok.eos_token_id]
+    # the same request id with a prompt that does not extend it is a new trajectory: turn 0 again
+    again = asyncio.run(client.generate("s", prompt_ids=prompt, sampling_params=GREEDY))
+    assert again.token_ids == forced.token_ids
     # an open turn (stop=False) gets no EOS and is cut to the budget
     open_client = HFGenerationClient.from_pretrained(
         tiny_model_dir, limits=limits, script=turns(ScriptedTurn(text="x " * 100, stop=False))
