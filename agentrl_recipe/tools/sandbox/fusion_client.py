@@ -19,7 +19,8 @@ from agentrl_recipe.config import SandboxConfig
 from agentrl_recipe.tools.sandbox.protocol import build_request, result_from_response
 from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox
 
-ATTEMPT_SLACK_S = 10.0  # per attempt: run timeout + this (network, queueing on the server)
+CONNECT_TIMEOUT_S = 10.0
+DEADLINE_FLOOR_SLACK_S = 2.0  # the total deadline is never shorter than the run's timeout + this
 BACKOFF_BASE_S = 0.2
 BACKOFF_MAX_S = 5.0
 
@@ -65,7 +66,7 @@ class SandboxFusionClient(Sandbox):
         async with self._sem:
             self.stats["calls"] += 1
             start = time.monotonic()
-            deadline = start + max(self.cfg.request_deadline_s, timeout_s + ATTEMPT_SLACK_S)
+            deadline = start + max(self.cfg.request_deadline_s, timeout_s + DEADLINE_FLOOR_SLACK_S)
             last_error = "no attempt made"
             for attempt in range(self.cfg.retries + 1):
                 remaining = deadline - time.monotonic()
@@ -74,9 +75,10 @@ class SandboxFusionClient(Sandbox):
                 if attempt:
                     self.stats["retries"] += 1
                 try:
-                    resp = await self._http().post(
-                        self.url, json=body, timeout=min(timeout_s + ATTEMPT_SLACK_S, remaining)
-                    )
+                    # Reading may take the whole remaining deadline: a busy server queues requests, and giving up
+                    # early would only resend work it is still doing. Connecting must be quick.
+                    timeout = httpx.Timeout(remaining, connect=min(CONNECT_TIMEOUT_S, remaining))
+                    resp = await self._http().post(self.url, json=body, timeout=timeout)
                 except httpx.HTTPError as exc:  # connection refused/reset, timeouts, protocol errors
                     last_error = f"{type(exc).__name__}: {exc}"
                 else:
