@@ -9,6 +9,7 @@ run on vLLM would.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -121,3 +122,37 @@ def make_token_output(
         num_preempted=0,
         extra_fields=fields,
     )
+
+
+class GenerationClient(ABC):
+    """verl's ``server_manager`` interface: ``generate`` checks the request, subclasses implement :meth:`_generate`.
+
+    ``limits`` (a :class:`ContextLimits`) must be set by the subclass; it gives the token budget of each call.
+    """
+
+    limits: ContextLimits
+
+    async def generate(
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        video_data: Any = None,
+        audio_data: Any = None,
+        mm_processor_kwargs: Any = None,
+        **kwargs: Any,  # priority, mm_processor_output: scheduling hints these clients have no use for
+    ) -> TokenOutput:
+        if image_data is not None or video_data is not None or audio_data is not None:
+            raise ValueError(f"{type(self).__name__} is text-only; got multimodal inputs")
+        check_sampling_params(sampling_params)
+        prompt_ids = [int(t) for t in prompt_ids]
+        max_new = self.limits.max_new_tokens(len(prompt_ids), sampling_params)
+        return await self._generate(request_id, prompt_ids, sampling_params, max_new)
+
+    @abstractmethod
+    async def _generate(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int
+    ) -> TokenOutput:
+        """Generate at most ``max_new`` tokens (verl's budget) for a checked, text-only request."""

@@ -23,7 +23,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from agentrl_recipe.generation.common import (
     ContextLimits,
-    check_sampling_params,
+    GenerationClient,
     make_token_output,
     model_eos_ids,
     stop_token_set,
@@ -31,7 +31,7 @@ from agentrl_recipe.generation.common import (
 from agentrl_recipe.generation.scripted import ScriptFn, ScriptRequest, TurnCounter, encode_scripted
 
 
-class HFGenerationClient:
+class HFGenerationClient(GenerationClient):
     """verl generation client backed by ``transformers`` ``generate`` on a local causal LM.
 
     Args:
@@ -89,23 +89,9 @@ class HFGenerationClient:
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
         return cls(model, tokenizer, limits=limits, **kwargs)
 
-    async def generate(
-        self,
-        request_id: str,
-        *,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        image_data: Any = None,
-        video_data: Any = None,
-        audio_data: Any = None,
-        mm_processor_kwargs: Any = None,
-        **kwargs: Any,  # priority, mm_processor_output: scheduling hints a single local model has no use for
+    async def _generate(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int
     ) -> TokenOutput:
-        if image_data is not None or video_data is not None or audio_data is not None:
-            raise ValueError("HFGenerationClient is text-only; got multimodal inputs")
-        check_sampling_params(sampling_params)
-        prompt_ids = [int(t) for t in prompt_ids]
-        max_new = self.limits.max_new_tokens(len(prompt_ids), sampling_params)
         stop_ids = stop_token_set(self.eos_ids, sampling_params)
         want_logprobs = bool(sampling_params.get("logprobs"))
         turn = self._turns.next(request_id, prompt_ids)

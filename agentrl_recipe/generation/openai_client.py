@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 from verl.workers.rollout.replica import TokenOutput
 
-from agentrl_recipe.generation.common import ContextLimits, check_sampling_params, make_token_output
+from agentrl_recipe.generation.common import ContextLimits, GenerationClient, make_token_output
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +39,7 @@ class _JSONPoster:
     """``POST`` JSON with bounded concurrency and retries (connection errors, 429, 5xx)."""
 
     def __init__(
-        self,
-        base_url: str,
-        *,
-        api_key: str | None,
-        timeout_s: float,
-        max_concurrency: int,
-        retries: int,
-        backoff_s: float,
+        self, base_url: str, api_key: str | None, timeout_s: float, max_concurrency: int, retries: int, backoff_s: float
     ):
         self.base_url = base_url.rstrip("/")
         if not self.base_url.endswith("/v1"):
@@ -92,7 +85,7 @@ class _JSONPoster:
             self._client = None
 
 
-class OpenAICompletionsClient:
+class OpenAICompletionsClient(GenerationClient):
     """verl generation client over a vLLM server's ``/v1/completions`` (token ids in, token ids + logprobs out).
 
     Args:
@@ -117,22 +110,14 @@ class OpenAICompletionsClient:
         self.model = model
         self.limits = limits
         self.global_steps = global_steps
-        self._http = _JSONPoster(
-            base_url,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_concurrency=max_concurrency,
-            retries=retries,
-            backoff_s=backoff_s,
-        )
+        self._http = _JSONPoster(base_url, api_key, timeout_s, max_concurrency, retries, backoff_s)
 
-    def request_payload(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> dict[str, Any]:
+    def request_payload(self, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int) -> dict[str, Any]:
         """The ``/v1/completions`` body for one verl ``generate`` call (vLLM's extra sampling keys included)."""
-        check_sampling_params(sampling_params)
         payload: dict[str, Any] = {
             "model": self.model,
-            "prompt": [int(t) for t in prompt_ids],
-            "max_tokens": self.limits.max_new_tokens(len(prompt_ids), sampling_params),
+            "prompt": prompt_ids,
+            "max_tokens": max_new,
             "temperature": float(sampling_params.get("temperature", 1.0)),
             "top_p": float(sampling_params.get("top_p", 1.0)),
             "top_k": int(sampling_params.get("top_k", -1)),
@@ -150,21 +135,10 @@ class OpenAICompletionsClient:
             payload["min_tokens"] = int(sampling_params["min_tokens"])
         return payload
 
-    async def generate(
-        self,
-        request_id: str,
-        *,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        image_data: Any = None,
-        video_data: Any = None,
-        audio_data: Any = None,
-        mm_processor_kwargs: Any = None,
-        **kwargs: Any,
+    async def _generate(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int
     ) -> TokenOutput:
-        if image_data is not None or video_data is not None or audio_data is not None:
-            raise ValueError("OpenAICompletionsClient sends token ids only; multimodal inputs are not supported")
-        payload = self.request_payload(prompt_ids, sampling_params)
+        payload = self.request_payload(prompt_ids, sampling_params, max_new)
         reply = await self._http.post("/completions", payload)
         token_ids, log_probs = parse_completion_choice(reply)
         want = bool(sampling_params.get("logprobs"))
@@ -226,14 +200,7 @@ class OpenAIChatClient:
         backoff_s: float = 1.0,
     ):
         self.model = model
-        self._http = _JSONPoster(
-            base_url,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_concurrency=max_concurrency,
-            retries=retries,
-            backoff_s=backoff_s,
-        )
+        self._http = _JSONPoster(base_url, api_key, timeout_s, max_concurrency, retries, backoff_s)
 
     async def chat(
         self,

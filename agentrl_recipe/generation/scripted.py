@@ -20,7 +20,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from agentrl_recipe.generation.common import (
     ContextLimits,
-    check_sampling_params,
+    GenerationClient,
     make_token_output,
     model_eos_ids,
     stop_token_set,
@@ -111,7 +111,7 @@ def encode_scripted(
     return ids[:max_new]
 
 
-class ScriptedClient:
+class ScriptedClient(GenerationClient):
     """A generation client with no model: every turn comes from ``script``; logprobs are a constant placeholder.
 
     Zero latency by design — the loop-overhead benchmark measures everything *but* generation with it.
@@ -136,28 +136,15 @@ class ScriptedClient:
         self.calls: list[ScriptRequest] = []  # every request seen, for test assertions
         self.record_calls = True
 
-    async def generate(
-        self,
-        request_id: str,
-        *,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        image_data: Any = None,
-        video_data: Any = None,
-        audio_data: Any = None,
-        mm_processor_kwargs: Any = None,
-        **kwargs: Any,
+    async def _generate(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int
     ) -> TokenOutput:
-        if image_data is not None or video_data is not None or audio_data is not None:
-            raise ValueError("ScriptedClient is text-only; got multimodal inputs")
-        check_sampling_params(sampling_params)
         request = ScriptRequest(request_id, self._turns.next(request_id, prompt_ids), list(prompt_ids), self.tokenizer)
         if self.record_calls:
             self.calls.append(request)
         answer = self.script(request)
         if answer is None:
             raise LookupError(f"script has no turn {request.turn} for request {request_id!r}")
-        max_new = self.limits.max_new_tokens(len(prompt_ids), sampling_params)
         stop_ids = stop_token_set(self.eos_ids, sampling_params)
         ids = encode_scripted(answer, self.tokenizer, self.eos_ids, stop_ids, max_new)
         await asyncio.sleep(0)  # yield like a real client would, so concurrent trajectories interleave
