@@ -23,7 +23,12 @@ from typing import Any
 import httpx
 from verl.workers.rollout.replica import TokenOutput
 
-from agentrl_recipe.generation.common import ContextLimits, GenerationClient, make_token_output
+from agentrl_recipe.generation.common import (
+    ContextLimits,
+    GenerationClient,
+    check_sampling_params,
+    make_token_output,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -112,11 +117,17 @@ class OpenAICompletionsClient(GenerationClient):
         self.global_steps = global_steps
         self._http = _JSONPoster(base_url, api_key, timeout_s, max_concurrency, retries, backoff_s)
 
-    def request_payload(self, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int) -> dict[str, Any]:
-        """The ``/v1/completions`` body for one verl ``generate`` call (vLLM's extra sampling keys included)."""
+    def request_payload(
+        self, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int | None = None
+    ) -> dict[str, Any]:
+        """The ``/v1/completions`` body for one verl ``generate`` call (vLLM's extra sampling keys included);
+        ``max_new`` defaults to verl's budget for this prompt."""
+        if max_new is None:
+            check_sampling_params(sampling_params)
+            max_new = self.limits.max_new_tokens(len(prompt_ids), sampling_params)
         payload: dict[str, Any] = {
             "model": self.model,
-            "prompt": prompt_ids,
+            "prompt": [int(t) for t in prompt_ids],
             "max_tokens": max_new,
             "temperature": float(sampling_params.get("temperature", 1.0)),
             "top_p": float(sampling_params.get("top_p", 1.0)),
