@@ -30,7 +30,7 @@ Config (the shipped ``verl_configs/agentrl_rl.yaml`` wires it; values are interp
     trainer.v1.sampler.custom_sampler.name: AgentRLReplayBuffer      # AgentRLReplayBufferAsync for *_async modes
     trainer.v1.sampler.sampler_kwargs:
       masks: ${agentrl.masks}                              # agentrl.masks.* switches (MaskConfig)
-      roc: ${agentrl.roc}                                  # agentrl.roc.* (rStar2 Resample-on-Correct, RoCConfig)
+      roc: ${agentrl.roc}                                  # optional: agentrl.roc.* (rStar2 RoC, RoCConfig)
       filter_groups: ${algorithm.filter_groups}            # verl's FilterGroupsConfig (keys below)
       train_batch_size: ${data.train_batch_size}
       max_response_length: ${data.max_response_length}     # for agentrl.masks.overlong_filter
@@ -66,7 +66,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync, _
 
 from agentrl_recipe.algos import roc
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
-from agentrl_recipe.config import from_mapping
+from agentrl_recipe.config import from_mapping, section
 
 logger = logging.getLogger(__name__)
 
@@ -95,10 +95,10 @@ class FilterGroups:
             )
 
 
-# sampler_kwargs key -> the config value it must be interpolated from (sync_refill_failed_groups is optional)
+# sampler_kwargs key -> the config value it must be interpolated from. Optional: roc (RoC stays off without it;
+# `configs check` reports an agentrl.roc that is on but not wired) and sync_refill_failed_groups.
 WIRING = {
     "masks": "${agentrl.masks}",
-    "roc": "${agentrl.roc}",
     "filter_groups": "${algorithm.filter_groups}",
     "train_batch_size": "${data.train_batch_size}",
     "max_response_length": "${data.max_response_length}",
@@ -418,12 +418,11 @@ def check_trainer_config(cfg: Any) -> list[str]:
     """Problems that would make a mask, RoC or the dynamic-sampling cap silently do nothing (empty list = fine)."""
     problems: list[str] = []
     masks = MaskConfig.from_trainer_config(cfg)
+    roc_config = roc.RoCConfig.from_dict(section(cfg, "roc"))
     groups = cfg.get("algorithm", {}).get("filter_groups", {}) or {}
-    from agentrl_recipe.config import section
-
     wants_sampler = (
         bool(masks.enabled)
-        or roc.RoCConfig.from_dict(section(cfg, "roc")).enable
+        or roc_config.enable
         or (groups.get("enable", False) and groups.get("max_num_gen_batches", 0) > 0)
     )
     if not wants_sampler:
@@ -441,9 +440,20 @@ def check_trainer_config(cfg: Any) -> list[str]:
             f"agentrl.masks / filter_groups.max_num_gen_batches need trainer.v1.sampler.custom_sampler = "
             f"{{path: {SAMPLER_PATH}, name: {expected}}} (got {dict(custom)})"
         )
-    else:
-        try:
-            SamplerSettings.from_kwargs(sampler.get("sampler_kwargs"))
-        except (TypeError, ValueError) as err:
-            problems.append(f"trainer.v1.sampler.sampler_kwargs: {err}")
+        return problems
+    try:
+        settings = SamplerSettings.from_kwargs(sampler.get("sampler_kwargs"))
+    except (TypeError, ValueError) as err:
+        return [*problems, f"trainer.v1.sampler.sampler_kwargs: {err}"]
+    homes = {**WIRING, "roc": "${agentrl.roc}", "filter_groups.enable": WIRING["filter_groups"]}
+    wired = {
+        "masks": (settings.masks, masks),
+        "roc": (settings.roc, roc_config),
+        "filter_groups.enable": (settings.filter_groups.enable, bool(groups.get("enable", False))),
+    }
+    for key, (seen, configured) in wired.items():
+        if seen != configured:
+            problems.append(
+                f"trainer.v1.sampler.sampler_kwargs.{key} does not match its config home; wire it as {homes[key]}"
+            )
     return problems

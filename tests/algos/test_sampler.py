@@ -229,7 +229,7 @@ def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
 def test_sampler_kwargs_are_validated() -> None:
     from agentrl_recipe.algos.sampler import SamplerSettings
 
-    wired = {"masks": {}, "roc": {}, "filter_groups": {}, "train_batch_size": 4, "max_response_length": 8}
+    wired = {"masks": {}, "filter_groups": {}, "train_batch_size": 4, "max_response_length": 8}
     assert SamplerSettings.from_kwargs(wired).masks.enabled == ()
     with pytest.raises(ValueError, match=r"masks: \$\{agentrl.masks\}"):  # unwired: would silently do nothing
         SamplerSettings.from_kwargs({k: v for k, v in wired.items() if k != "masks"})
@@ -316,6 +316,10 @@ def test_check_trainer_config_reports_a_mask_that_would_do_nothing() -> None:
     cfg = _trainer_config({"infra_failure": True})
     cfg.trainer.use_v1 = False
     assert any("use_v1" in problem for problem in check_trainer_config(cfg))
+    cfg = _trainer_config({"void_turn": True})
+    cfg.agentrl.roc = {"enable": True, "keep_per_group": 8}
+    del cfg.trainer.v1.sampler.sampler_kwargs["roc"]  # RoC on but not wired: the sampler would never see it
+    assert any("sampler_kwargs.roc" in problem for problem in check_trainer_config(cfg))
     cfg = _trainer_config({})
     cfg.algorithm.filter_groups.enable = False
     assert check_trainer_config(cfg) == []  # nothing needs the sampler
