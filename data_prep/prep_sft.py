@@ -33,6 +33,7 @@ from data_prep.io import (
 from data_prep.rows import ConvertError, get_field
 from data_prep.schema import RowSink, _from_arrow
 from data_prep.sft_format import (
+    DEFAULT_TOOL_CONFIG,
     check_with_verl_dataset,
     code_call,
     load_tool_schemas,
@@ -122,7 +123,8 @@ def cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
     if is_up_to_date(out, key) and not args.force:
         print(f"{out} is up to date; --force rebuilds it")
         return json.loads(out.with_suffix(".stats.json").read_text())
-    default_tools = load_tool_schemas(args.tool_config) if args.tool_config else None
+    # rows without a tools column get the RL rollout's tool schemas (the same system prompt in SFT and RL)
+    default_tools = load_tool_schemas(args.tool_config) if args.tool_config or DEFAULT_TOOL_CONFIG.exists() else None
     sink = RowSink("sft", out)
     rows = load_source(args.source)
     for file, row_no, src in tqdm(rows, desc="convert sft", unit="row", mininterval=2):
@@ -276,7 +278,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="sft_command", metavar="SFT_CMD", required=True)
     p = sub.add_parser("convert", help="released SFT-3K (messages, tools) → verl multi-turn SFT parquet")
     p.add_argument("source", help="file/folder or hub id (paper: Gen-Verse/Open-AgentRL-SFT-3K)")
-    p.add_argument("--tool-config", help="verl tool YAML whose schemas fill rows without a tools column")
+    p.add_argument(
+        "--tool-config", help="verl tool YAML for rows without a tools column (default: verl_configs/tools/...)"
+    )
     _common(p)
     p = sub.add_parser("synthesize", help="stitched-trajectory baseline (ReTool-SFT or CoT with code blocks)")
     p.add_argument("source", help="file/folder or hub id (paper's synthetic arm: JoeYing/ReTool-SFT)")

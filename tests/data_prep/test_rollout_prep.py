@@ -169,3 +169,21 @@ def test_resample_counts() -> None:
     assert [model_aware.difficulty_bin(p) for p in (0.0, 0.125, 0.25, 0.5, 0.75, 0.875, 1.0)] == [
         None, "hard", "hard", "medium", "easy", "easy", None,
     ]  # fmt: skip
+
+
+def test_openai_backend_builds_the_token_in_token_out_client(
+    problems_file: Path, tiny_model_dir: Path, tmp_path: Path, parse_args
+) -> None:
+    from agentrl_recipe.generation.openai_client import OpenAICompletionsClient
+    from data_prep.rollouts import build_client, compose
+
+    argv = [*rollout_argv(problems_file, tiny_model_dir, tmp_path / "x.parquet"), "--target", "easy=1"]
+    args = parse_args(
+        model_aware,
+        [*argv, "--backend", "openai", "--base-url", "http://node:8000/v1", "--served-model-name", "policy"],
+    )
+    client = build_client(args, compose(args))  # no request is sent
+    assert isinstance(client, OpenAICompletionsClient) and client.model == "policy"
+    args.base_url = None
+    with pytest.raises(SystemExit, match="--base-url"):
+        build_client(args, compose(args))
