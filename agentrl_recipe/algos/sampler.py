@@ -23,6 +23,8 @@ too easy or too hard for the model). This subclass restores DAPO's cap: at most 
 At the cap it stops refilling and stops evicting, prefers groups with variance when it selects, and, if fewer than
 ``train_batch_size`` groups exist once nothing is in flight, trains on those (verl pads the batch with its no-op
 rows) — each with a WARNING that says how many groups carried signal. Groups are never silently dropped.
+Group variance is judged before masking: a group whose only informative member is later masked still counts as
+informative (its remaining members then get zero advantage from ``agentrl_grpo``).
 
 Config (the shipped ``verl_configs/agentrl_rl.yaml`` wires it; values are interpolated from their one home)::
 
