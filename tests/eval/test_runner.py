@@ -178,3 +178,37 @@ def test_cli_report_and_compare(eval_parquet: Path, tmp_path: Path, capsys: pyte
     assert "- top_p: 0.6 vs 1.0" in out
     assert cli("compare", str(run_a), str(tmp_path / "missing")) == 2
     assert "no eval report" in capsys.readouterr().err
+
+
+def test_fixture_parquet_matches_its_readable_source() -> None:
+    import pyarrow.parquet as pq
+    from conftest import EVAL_PARQUET, FIXTURES
+
+    rows = [json.loads(line) for line in (FIXTURES / "eval_small.jsonl").read_text().splitlines() if line.strip()]
+    assert pq.read_table(EVAL_PARQUET).to_pylist() == rows  # rebuild with tests/eval/fixtures/make_fixtures.py
+
+
+def test_bad_eval_rows_fail_with_the_file_and_row(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agentrl_recipe.eval.data import load_problems
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(
+        pa.Table.from_pylist([{"data_source": "aime2024", "prompt": [{"role": "user", "content": "q"}]}]), bad
+    )
+    with pytest.raises(ValueError, match=r"bad\.parquet row 0: missing required field 'reward_model'"):
+        load_problems([str(bad)])
+    dup = tmp_path / "dup.parquet"
+    row = {
+        "data_source": "aime2024",
+        "prompt": [{"role": "user", "content": "q"}],
+        "reward_model": {"ground_truth": "1"},
+        "extra_info": {"index": 0},
+    }
+    pq.write_table(pa.Table.from_pylist([row, row]), dup)
+    with pytest.raises(ValueError, match="duplicate prompt ids"):
+        load_problems([str(dup)])
+    with pytest.raises(FileNotFoundError):
+        load_problems([str(tmp_path / "missing.parquet")])
