@@ -6,8 +6,10 @@ is greedy, ``top_k=-1`` disables top-k, ``stop_token_ids`` stop like EOS and are
 vLLM server's (:meth:`ContextLimits.max_new_tokens`), and logprobs are the *raw* model logprobs of the chosen tokens
 (vLLM's default ``logprobs_mode``), one per returned token.
 
-Calls are serialized on the model (one lock; HF ``generate`` and the global RNG are not safe to share between
-threads) and run in a worker thread so the event loop keeps serving the other trajectories' tool calls.
+Concurrent requests (the trajectories of a batch, each at its own turn) are coalesced: whatever is waiting when the
+model frees up is decoded as one left-padded batch (:func:`~agentrl_recipe.generation.hf_decode.decode_batch`, up to
+``max_batch_size`` rows, each row with its own sampling parameters and seed) in a worker thread, so the event loop
+keeps serving the other trajectories' tool calls meanwhile.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from agentrl_recipe.generation.common import (
     model_eos_ids,
     stop_token_set,
 )
+from agentrl_recipe.generation.hf_decode import DecodeRequest, decode_batch
 from agentrl_recipe.generation.scripted import ScriptFn, ScriptRequest, TurnCounter, encode_scripted
 
 
@@ -39,10 +42,11 @@ class HFGenerationClient(GenerationClient):
         tokenizer: its tokenizer.
         limits: prompt/response lengths of the rollout (``ContextLimits.from_rollout_config(cfg.actor_rollout_ref
             .rollout)``), used for the default budget.
-        max_concurrency: requests admitted at once; the model itself runs one at a time.
-        seed: when set, each call samples from a generator seeded by (seed, request_id, prompt length), so a run is
-            reproducible whatever order the event loop schedules trajectories in. A per-request ``seed`` in
-            ``sampling_params`` (vLLM's key) takes precedence.
+        max_batch_size: requests decoded together at most (1 = one at a time).
+        seed: when set, each call samples from its own generator seeded by (seed, request_id, prompt length), so a run
+            is reproducible whatever order the event loop schedules trajectories in and however they are batched (use
+            ``rollout.full_determinism`` for stable request ids). A per-request ``seed`` in ``sampling_params``
+            (vLLM's key) takes precedence.
         script: optional :data:`ScriptFn`; a turn it returns is forced instead of sampled (its logprobs are still
             the model's), ``None`` lets the model generate.
     """
@@ -53,7 +57,7 @@ class HFGenerationClient(GenerationClient):
         tokenizer: Any,
         *,
         limits: ContextLimits,
-        max_concurrency: int = 1,
+        max_batch_size: int = 16,
         seed: int | None = None,
         script: ScriptFn | None = None,
         global_steps: int | None = None,
@@ -68,8 +72,13 @@ class HFGenerationClient(GenerationClient):
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
         self.device = next(model.parameters()).device
-        self._semaphore = asyncio.Semaphore(max_concurrency)
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.max_batch_size = max_batch_size
         self._model_lock = threading.Lock()
+        self._pending: list[tuple[DecodeRequest, asyncio.Future]] = []
+        self._drainer: asyncio.Task | None = None
+        self.batch_sizes: list[int] = []  # rows of every decode batch, for tests and tuning
         self._turns = TurnCounter()
         self.num_generated_tokens = 0
 
@@ -102,15 +111,15 @@ class HFGenerationClient(GenerationClient):
             if answer is not None:
                 forced = encode_scripted(answer, self.tokenizer, self.eos_ids, stop_ids, max_new)
 
-        async with self._semaphore:
-            if forced is not None:
-                token_ids = forced
-                log_probs = await asyncio.to_thread(self._score, prompt_ids, forced) if want_logprobs else None
-            else:
-                seed = self._call_seed(request_id, len(prompt_ids), sampling_params)
-                token_ids, log_probs = await asyncio.to_thread(
-                    self._sample, prompt_ids, sampling_params, max_new, stop_ids, seed, want_logprobs
-                )
+        if forced is not None:
+            token_ids = forced
+            log_probs = await asyncio.to_thread(self._score, prompt_ids, forced) if want_logprobs else None
+        else:
+            seed = self._call_seed(request_id, len(prompt_ids), sampling_params)
+            request = DecodeRequest.from_sampling_params(
+                prompt_ids, sampling_params, max_new=max_new, stop_ids=stop_ids, seed=seed
+            )
+            token_ids, log_probs = await self._decode(request)
         self.num_generated_tokens += len(token_ids)
         return make_token_output(token_ids, log_probs, want_logprobs=want_logprobs, global_steps=self.global_steps)
 
@@ -121,51 +130,32 @@ class HFGenerationClient(GenerationClient):
         digest = hashlib.blake2b(f"{base}:{request_id}:{prompt_len}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
-    def _sample(
-        self,
-        prompt_ids: list[int],
-        params: dict[str, Any],
-        max_new: int,
-        stop_ids: frozenset[int],
-        seed: int | None,
-        want_logprobs: bool,
-    ) -> tuple[list[int], list[float] | None]:
-        from transformers import GenerationConfig
+    async def _decode(self, request: DecodeRequest) -> tuple[list[int], list[float]]:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((request, future))
+        if self._drainer is None or self._drainer.done():  # one drainer per burst; it exits when nothing is left
+            self._drainer = asyncio.ensure_future(self._drain())
+        return await future
 
-        temperature = float(params.get("temperature", 1.0))
-        greedy = temperature <= 0.0
-        top_k = int(params.get("top_k", -1))
-        config = GenerationConfig(
-            max_new_tokens=max_new,
-            min_new_tokens=min(int(params.get("min_tokens", 0)), max_new),
-            do_sample=not greedy,
-            temperature=None if greedy else temperature,
-            top_p=None if greedy else float(params.get("top_p", 1.0)),
-            top_k=None if greedy else (0 if top_k < 0 else top_k),  # vLLM: -1 = off; HF: 0 = off
-            repetition_penalty=float(params.get("repetition_penalty", 1.0)),
-            eos_token_id=sorted(stop_ids) if stop_ids else None,
-            pad_token_id=self.pad_id,
-            return_dict_in_generate=True,
-            output_logits=want_logprobs,
-        )
-        input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
-        with self._model_lock, torch.inference_mode(), torch.random.fork_rng(devices=[], enabled=seed is not None):
-            if seed is not None:
-                torch.manual_seed(seed)
-            out = self.model.generate(
-                input_ids=input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config
-            )
-        new_ids = out.sequences[0, len(prompt_ids) :].tolist()
-        for position, token in enumerate(new_ids):  # keep the stop token, drop anything after it
-            if token in stop_ids:
-                new_ids = new_ids[: position + 1]
-                break
-        if not want_logprobs:
-            return new_ids, None
-        logits = torch.stack([step[0] for step in out.logits[: len(new_ids)]]).float()
-        chosen = torch.tensor(new_ids, device=logits.device)
-        log_probs = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0]
-        return new_ids, log_probs.tolist()
+    async def _drain(self) -> None:
+        while self._pending:
+            batch = self._pending[: self.max_batch_size]
+            del self._pending[: self.max_batch_size]
+            try:
+                results = await asyncio.to_thread(self._decode_locked, [request for request, _ in batch])
+            except Exception as exc:  # fail the requests of this batch, keep serving the others
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+
+    def _decode_locked(self, requests: list[DecodeRequest]) -> list[tuple[list[int], list[float]]]:
+        with self._model_lock:
+            self.batch_sizes.append(len(requests))
+            return decode_batch(self.model, requests, pad_id=self.pad_id)
 
     def _score(self, prompt_ids: list[int], forced: list[int]) -> list[float]:
         """Raw model logprobs of forced tokens (teacher forcing), so scripted turns carry real logprobs."""

@@ -116,3 +116,33 @@ def test_context_limits_match_vllm_server():
     assert ContextLimits(100, 50, max_model_len=1000).max_new_tokens(140, {"max_tokens": 70}) == 70
     with pytest.raises(ValueError):
         limits.max_new_tokens(150, {})
+
+
+def test_concurrent_requests_are_batched_without_changing_results(tiny_model_dir):
+    """Coalesced rows decode as they would alone: greedy ids and logprobs match, seeded samples match."""
+    limits = ContextLimits(prompt_length=64, response_length=16)
+    batched = HFGenerationClient.from_pretrained(tiny_model_dir, limits=limits, seed=3, max_batch_size=8)
+    alone = HFGenerationClient.from_pretrained(tiny_model_dir, limits=limits, seed=3, max_batch_size=1)
+    tok = batched.tokenizer
+    prompts = [tok.encode(text) for text in ("What is 6 * 7?", "Print the sum of 2 and 3 please.", "def f(x):")]
+    sampled = {"temperature": 1.0, "top_p": 0.9, "top_k": 40, "logprobs": True, "repetition_penalty": 1.1}
+
+    async def run(client: HFGenerationClient, params: dict) -> list:
+        outs = await asyncio.gather(
+            *(client.generate(f"r{i}", prompt_ids=p, sampling_params=params) for i, p in enumerate(prompts))
+        )
+        return [(o.token_ids, o.log_probs) for o in outs]
+
+    for params in (GREEDY, sampled):
+        together, separately = asyncio.run(run(batched, params)), asyncio.run(run(alone, params))
+        for (ids_a, lp_a), (ids_b, lp_b) in zip(together, separately, strict=True):
+            assert ids_a == ids_b
+            assert lp_a == pytest.approx(lp_b, abs=1e-4)
+    assert max(batched.batch_sizes) == 3 and max(alone.batch_sizes) == 1
+
+
+def test_top_k_and_top_p_restrict_the_choice(client, prompt):
+    """top_k=1 (and a tiny top_p) leave only the argmax: sampling then equals greedy decoding."""
+    greedy = asyncio.run(client.generate("g", prompt_ids=prompt, sampling_params=GREEDY)).token_ids
+    for params in ({"temperature": 1.0, "top_k": 1}, {"temperature": 1.0, "top_p": 1e-6}):
+        assert asyncio.run(client.generate("k", prompt_ids=prompt, sampling_params=params)).token_ids == greedy

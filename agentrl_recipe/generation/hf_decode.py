@@ -1,0 +1,119 @@
+"""Batched incremental decoding on a Hugging Face causal LM, with vLLM's per-request sampling semantics.
+
+``transformers``' ``generate`` shares one set of sampling parameters and one RNG across a batch; verl's agent loop
+sends independent requests (their own temperature, stop tokens, budget and, for reproducibility, seed). This loop
+decodes a left-padded batch with a KV cache and samples each row on its own: repetition penalty (over prompt and
+output, as vLLM), then temperature, top-k (``-1`` = off), top-p; greedy at temperature 0; ``min_tokens`` masks the
+stop tokens; a row stops at its first stop token (kept) or its own budget. Logprobs are the raw model logprobs of
+the chosen tokens (vLLM's default ``logprobs_mode``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeRequest:
+    prompt_ids: list[int]
+    max_new: int
+    stop_ids: frozenset[int]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    repetition_penalty: float = 1.0
+    min_tokens: int = 0
+    seed: int | None = None  # None: torch's global RNG
+
+    @classmethod
+    def from_sampling_params(
+        cls, prompt_ids: list[int], params: dict[str, Any], *, max_new: int, stop_ids: frozenset[int], seed: int | None
+    ) -> DecodeRequest:
+        return cls(
+            prompt_ids=prompt_ids,
+            max_new=max_new,
+            stop_ids=stop_ids,
+            temperature=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)),
+            top_k=int(params.get("top_k", -1)),
+            repetition_penalty=float(params.get("repetition_penalty", 1.0)),
+            min_tokens=int(params.get("min_tokens", 0)),
+            seed=seed,
+        )
+
+
+def _choose(logits: torch.Tensor, request: DecodeRequest, output: list[int], generator: Any) -> int:
+    row = logits.clone()
+    if request.repetition_penalty != 1.0:
+        seen = torch.tensor(sorted(set(request.prompt_ids) | set(output)), device=row.device)
+        values = row[seen]
+        row[seen] = torch.where(values > 0, values / request.repetition_penalty, values * request.repetition_penalty)
+    if len(output) < request.min_tokens and request.stop_ids:
+        row[torch.tensor(sorted(request.stop_ids), device=row.device)] = float("-inf")
+    if request.temperature <= 0.0:
+        return int(row.argmax())
+    row = row / request.temperature
+    if 0 < request.top_k < row.numel():
+        kth = torch.topk(row, request.top_k).values[-1]
+        row[row < kth] = float("-inf")
+    if request.top_p < 1.0:
+        sorted_logits, order = torch.sort(row, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        drop = probs.cumsum(-1) - probs > request.top_p  # keep the smallest prefix reaching top_p (at least one)
+        row[order[drop]] = float("-inf")
+    probs = torch.softmax(row, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+@torch.inference_mode()
+def decode_batch(model: Any, requests: Sequence[DecodeRequest], *, pad_id: int) -> list[tuple[list[int], list[float]]]:
+    """New token ids (stop token included) and their raw logprobs, one pair per request."""
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    batch = len(requests)
+    width = max(len(r.prompt_ids) for r in requests)
+    input_ids = torch.full((batch, width), pad_id, dtype=torch.long, device=device)
+    attention = torch.zeros((batch, width), dtype=torch.long, device=device)
+    for i, request in enumerate(requests):
+        input_ids[i, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids, device=device)
+        attention[i, width - len(request.prompt_ids) :] = 1
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    generators = [torch.Generator(device=device).manual_seed(r.seed) if r.seed is not None else None for r in requests]
+    outputs: list[list[int]] = [[] for _ in requests]
+    logprobs: list[list[float]] = [[] for _ in requests]
+    done = [r.max_new <= 0 for r in requests]
+
+    cache = DynamicCache()
+    logits = model(
+        input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True
+    ).logits[:, -1, :]
+    next_position = positions[:, -1:] + 1
+    for _ in range(max(r.max_new for r in requests)):
+        raw = torch.log_softmax(logits.float(), dim=-1)
+        step = []
+        for i, request in enumerate(requests):
+            if done[i]:
+                step.append(pad_id)  # finished rows ride along; their outputs are ignored
+                continue
+            token = _choose(logits[i].float(), request, outputs[i], generators[i])
+            outputs[i].append(token)
+            logprobs[i].append(float(raw[i, token]))
+            done[i] = token in request.stop_ids or len(outputs[i]) >= request.max_new
+            step.append(token)
+        if all(done):
+            break
+        attention = torch.cat([attention, torch.ones((batch, 1), dtype=torch.long, device=device)], dim=1)
+        logits = model(
+            input_ids=torch.tensor(step, device=device)[:, None],
+            attention_mask=attention,
+            position_ids=next_position,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits[:, -1, :]
+        next_position = next_position + 1
+    return list(zip(outputs, logprobs, strict=True))
