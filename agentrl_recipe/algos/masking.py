@@ -13,7 +13,8 @@ Keys (``agentrl.masks.*``; all default false, the paper uses none of them):
   ``--mask_infra_failed_completions``).
 - ``void_turn`` — an assistant turn ended with neither a complete tool call nor a final answer
   (``agentrl_void_turn``; SimpleTIR ``mask_void_turns``).
-- ``overlong_filter`` — the response was truncated at ``data.max_response_length`` tokens (DAPO overlong
+- ``overlong_filter`` — the response was truncated at ``data.max_response_length`` tokens, or the agent loop ended it
+  because the next tool response would not fit (``agentrl_termination``) (DAPO overlong
   *filtering*, SimpleTIR ``remove_clip``). The paper uses the reward's soft overlong penalty instead; the two can be
   combined.
 - ``malformed_tool_call`` — a turn's tool call could not be parsed (``agentrl_malformed_tool_call`` > 0).
@@ -31,6 +32,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl_recipe import names
+
+# agent_loop.Termination values that mean the response was cut by the length budget (a tool response that would not
+# fit ends the trajectory before max_response_length is reached)
+TRUNCATED_TERMINATIONS = frozenset({"response_length", "tool_response_overflow"})
 
 REASONS = ("infra_failure", "void_turn", "overlong_filter", "malformed_tool_call")
 
@@ -130,7 +135,10 @@ def compute_trajectory_masks(
         if present:
             flagged[reason] = [any(bool(v) for v in row) for row in values]
     if max_response_length is not None:
-        flagged["overlong_filter"] = [int(length) >= int(max_response_length) for length in response_lengths]
+        flagged["overlong_filter"] = [
+            int(length) >= int(max_response_length) or record.get(names.FIELD_TERMINATION) in TRUNCATED_TERMINATIONS
+            for record, length in zip(records, response_lengths, strict=True)
+        ]
     elif config.overlong_filter:
         raise ValueError("agentrl.masks.overlong_filter is on but max_response_length is unknown")
     masked = [any(flagged[reason][i] for reason in config.enabled if reason in flagged) for i in range(len(records))]

@@ -71,3 +71,9 @@ def test_mask_config_is_a_validated_agentrl_section() -> None:
         MaskConfig.from_dict({"void_turns": True})
     with pytest.raises(TypeError, match="true/false"):
         MaskConfig.from_dict({"infra_failure": "yes"})
+
+
+def test_overlong_filter_also_catches_a_tool_response_that_did_not_fit() -> None:
+    records = [{names.FIELD_TERMINATION: "tool_response_overflow"}, {names.FIELD_TERMINATION: "no_tool_call"}]
+    result = compute_trajectory_masks(records, [40, 40], 64, MaskConfig(overlong_filter=True))
+    assert result.masked == [True, False]
