@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,58 +85,49 @@ def plot_pass_at_k(report: dict[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
-def _per_source_bars(report: dict[str, Any], path: Path, key: str, xlabel: str, title: str) -> Path:
+def _per_source(
+    report: dict[str, Any], path: Path, title: str, xlabel: str, ylabel: str, draw: Callable[[Any, dict], None]
+) -> Path:
+    """One panel per data source; ``draw(ax, tool_stats)`` fills it."""
     items = list(report["results"].items())
     fig, axes = _grid(len(items))
     for ax, (s, r) in zip(axes, items, strict=True):
-        hist = r["tool_stats"][key]
-        ax.bar(list(hist), list(hist.values()), color="#55A868")
+        draw(ax, r["tool_stats"])
         ax.set_title(display_name(s), fontsize=9)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("trajectories")
+        ax.set_ylabel(ylabel)
     fig.suptitle(title)
     return _save(fig, path)
 
 
-def plot_response_lengths(report: dict[str, Any], path: Path) -> Path:
-    items = list(report["results"].items())
-    fig, axes = _grid(len(items))
-    for ax, (s, r) in zip(axes, items, strict=True):
-        h = r["tool_stats"]["response_tokens_histogram"]
-        if h["counts"]:
-            edges = h["edges"]
-            widths = [b - a for a, b in itertools.pairwise(edges)]
-            ax.bar(edges[:-1], h["counts"], width=widths, align="edge", color="#8172B2")
-        ax.set_title(display_name(s), fontsize=9)
-        ax.set_xlabel("response tokens (incl. tool output)")
-        ax.set_ylabel("trajectories")
-    fig.suptitle("response length")
-    return _save(fig, path)
+def _int_bars(key: str) -> Callable[[Any, dict], None]:
+    def draw(ax: Any, ts: dict) -> None:
+        ax.bar(list(ts[key]), list(ts[key].values()), color="#55A868")
+
+    return draw
 
 
-def plot_accuracy_vs_tool_calls(report: dict[str, Any], path: Path) -> Path:
-    items = list(report["results"].items())
-    fig, axes = _grid(len(items))
-    for ax, (s, r) in zip(axes, items, strict=True):
-        buckets = r["tool_stats"]["accuracy_vs_tool_calls"]
-        names = list(buckets)
-        ax.bar(names, [100 * b["accuracy"] for b in buckets.values()], color="#C44E52")
-        for i, b in enumerate(buckets.values()):
-            ax.annotate(
-                f"n={b['num_samples']}",
-                (i, 100 * b["accuracy"]),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                xytext=(0, 2),
-                textcoords="offset points",
-            )
-        ax.set_ylim(0, 105)
-        ax.set_title(display_name(s), fontsize=9)
-        ax.set_xlabel("tool calls in the trajectory")
-        ax.set_ylabel("accuracy (%)")
-    fig.suptitle("accuracy vs number of tool calls")
-    return _save(fig, path)
+def _length_bars(ax: Any, ts: dict) -> None:
+    h = ts["response_tokens_histogram"]
+    if h["counts"]:
+        widths = [b - a for a, b in itertools.pairwise(h["edges"])]
+        ax.bar(h["edges"][:-1], h["counts"], width=widths, align="edge", color="#8172B2")
+
+
+def _accuracy_bars(ax: Any, ts: dict) -> None:
+    buckets = ts["accuracy_vs_tool_calls"]
+    ax.bar(list(buckets), [100 * b["accuracy"] for b in buckets.values()], color="#C44E52")
+    for i, b in enumerate(buckets.values()):
+        ax.annotate(
+            f"n={b['num_samples']}",
+            (i, 100 * b["accuracy"]),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            xytext=(0, 2),
+            textcoords="offset points",
+        )
+    ax.set_ylim(0, 105)
 
 
 def plot_tool_status(report: dict[str, Any], path: Path) -> Path:
@@ -155,12 +147,38 @@ def write_plots(report: dict[str, Any], out_dir: str | os.PathLike[str]) -> list
     written = [
         plot_headline(report, out / "headline.png"),
         plot_pass_at_k(report, out / "pass_at_k.png"),
-        _per_source_bars(
-            report, out / "tool_calls_hist.png", "tool_calls_histogram", "tool calls", "tool calls per trajectory"
+        _per_source(
+            report,
+            out / "tool_calls_hist.png",
+            "tool calls per trajectory",
+            "tool calls",
+            "trajectories",
+            _int_bars("tool_calls_histogram"),
         ),
-        _per_source_bars(report, out / "turns_hist.png", "turns_histogram", "turns", "turns per trajectory"),
-        plot_response_lengths(report, out / "response_length_hist.png"),
-        plot_accuracy_vs_tool_calls(report, out / "accuracy_vs_tool_calls.png"),
+        _per_source(
+            report,
+            out / "turns_hist.png",
+            "turns per trajectory",
+            "turns",
+            "trajectories",
+            _int_bars("turns_histogram"),
+        ),
+        _per_source(
+            report,
+            out / "response_length_hist.png",
+            "response length",
+            "response tokens (incl. tool output)",
+            "trajectories",
+            _length_bars,
+        ),
+        _per_source(
+            report,
+            out / "accuracy_vs_tool_calls.png",
+            "accuracy vs number of tool calls",
+            "tool calls in the trajectory",
+            "accuracy (%)",
+            _accuracy_bars,
+        ),
         plot_tool_status(report, out / "tool_status.png"),
     ]
     return [p.name for p in written]
