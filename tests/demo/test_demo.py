@@ -18,7 +18,7 @@ from agentrl_recipe import names
 
 
 class Spy:
-    """Counts calls to ``fn`` and calls it."""
+    """Counts calls to ``fn`` and calls it; installed on a class it binds like the original method."""
 
     def __init__(self, fn: Any):
         self.fn = fn
@@ -28,6 +28,9 @@ class Spy:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         return self.fn(*args, **kwargs)
+
+    def __get__(self, obj: Any, owner: Any) -> Any:
+        return self if obj is None else functools.partial(self, obj)
 
 
 class AsyncMethodSpy:
