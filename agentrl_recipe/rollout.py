@@ -19,6 +19,7 @@ Rows are RL-parquet rows (``data_source``, ``prompt`` chat list, ``reward_model`
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -225,6 +226,10 @@ class Rollout:
     def __init__(self, cfg: DictConfig, client: Any, *, score: bool = False):
         from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
+        # Resolved once: verl's loops read interpolated keys (rollout.prompt_length = ${oc.select:data...}) per
+        # trajectory, and each read re-parses the interpolation (~1-3 ms per trajectory on this machine).
+        cfg = copy.deepcopy(cfg)
+        OmegaConf.resolve(cfg)
         self.cfg = cfg
         self.client = client
         self.reward = LocalRewardWorker(cfg) if score else None
