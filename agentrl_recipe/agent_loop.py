@@ -127,7 +127,8 @@ def has_final_answer(text: str, task_kind: str) -> bool:
 
 
 def check_hermes_blocks(text: str, parsed: list[FunctionCall]) -> list[FunctionCall]:
-    """Every ``<tool_call>`` block of a hermes turn in order: the parser's call where it parsed, else a MalformedCall.
+    """One call per ``<tool_call>`` block of a hermes turn, in order: verl's parsed call, or a MalformedCall for a
+    block its parser dropped; plus a MalformedCall for a trailing unclosed ``<tool_call>``.
 
     verl's HermesToolParser keeps exactly the blocks whose JSON loads into an object with ``name`` and ``arguments``
     (in order), so the blocks failing that test are the ones it dropped.
@@ -137,9 +138,8 @@ def check_hermes_blocks(text: str, parsed: list[FunctionCall]) -> list[FunctionC
     last_end = 0
     for match in _TOOL_CALL_BLOCK.finditer(text):
         last_end = match.end()
-        body = match.group(1)
         try:
-            obj = json.loads(body)
+            obj = json.loads(match.group(1))
         except json.JSONDecodeError as e:
             calls.append(_malformed("bad_json", f"the tool call is not valid JSON ({e.msg} at char {e.pos})"))
             continue
@@ -147,11 +147,10 @@ def check_hermes_blocks(text: str, parsed: list[FunctionCall]) -> list[FunctionC
             calls.append(_malformed("missing_keys", 'the tool call must be a JSON object with "name" and "arguments"'))
             continue
         call = next(parsed_iter, None)
-        if call is None:  # the parser disagrees with our reading of the block: trust the parser, report nothing
-            logger.warning("hermes block parsed here but not by verl's parser: %.80r", body)
+        if call is None:  # our reading and verl's parser disagree: verl dropped it, so it is malformed
+            calls.append(_malformed("bad_json", "the tool call could not be parsed"))
             continue
         calls.append(call)
-    calls.extend(parsed_iter)  # defensive: anything the parser found that the regex scan did not
     if _TOOL_CALL_START in text[last_end:]:
         calls.append(_malformed("unclosed", "the tool call has no closing </tool_call> tag"))
     return calls
@@ -175,6 +174,18 @@ def check_call(call: FunctionCall, tools: dict[str, Any]) -> FunctionCall:
     if missing:
         return _malformed("missing_argument", f"missing required argument(s) {missing}", name=call.name)
     return call
+
+
+def _content_without_calls(text: str, calls: list[FunctionCall]) -> str:
+    """The turn's text minus the blocks of the calls that will run (as the hermes parser's content, which drops all
+    blocks): a malformed call's raw text stays, because the assistant message does not carry it as a tool call."""
+    blocks = iter(calls)
+
+    def drop_if_valid(match: re.Match[str]) -> str:
+        call = next(blocks, None)
+        return match.group(0) if call is None or isinstance(call, MalformedCall) else ""
+
+    return _TOOL_CALL_BLOCK.sub(drop_if_valid, text)
 
 
 def _malformed(kind: str, problem: str, *, name: str = "") -> MalformedCall:
@@ -243,7 +254,8 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         stats.malformed_kinds.extend(call.kind for call in malformed)
         if parsed and malformed and self.settings.malformed_call_feedback:
             agent_data.tool_calls = calls
-            agent_data.messages[-1] = self._build_assistant_message(self._content_without_calls(text), agent_data)
+            content = _content_without_calls(text, calls) if self._hermes else agent_data.messages[-1]["content"]
+            agent_data.messages[-1] = self._build_assistant_message(content, agent_data)
             state = AgentState.PROCESSING_TOOLS
 
         valid_call = any(not isinstance(call, MalformedCall) for call in calls)
@@ -288,18 +300,6 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
             return super()._build_assistant_message(content, agent_data)
         finally:
             agent_data.tool_calls = all_calls
-
-    def _content_without_calls(self, text: str) -> str:
-        """The turn's text minus its *valid* tool-call blocks (what the hermes parser returns as content)."""
-
-        def keep_if_malformed(match: re.Match[str]) -> str:
-            try:
-                obj = json.loads(match.group(1))
-            except json.JSONDecodeError:
-                return match.group(0)
-            return "" if isinstance(obj, dict) and "name" in obj and "arguments" in obj else match.group(0)
-
-        return _TOOL_CALL_BLOCK.sub(keep_if_malformed, text)
 
     def _stopped(self, response_ids: list[int], sampling_params: dict[str, Any]) -> bool:
         """Whether the turn ended on a stop token (the model stopped) rather than on the token budget."""

@@ -29,12 +29,15 @@ def tool_call(code: str) -> dict:
 
 
 def qwen25_case() -> tuple[list[str], list[dict]]:
-    script = ["Let me compute.\n" + call("print(6*7)"), BROKEN, call(CODE), "The answer is \\boxed{42}."]
+    unknown = "Try python.\n" + call("print(6*7)", name="python")  # valid JSON, unknown tool
+    script = ["Let me compute.\n" + call("print(6*7)"), BROKEN, unknown, call(CODE), "The answer is \\boxed{42}."]
     conversation = [
         {"role": "assistant", "content": "Let me compute.", "tool_calls": [tool_call("print(6*7)")]},
         {"role": "tool", "content": "42\n"},
         {"role": "assistant", "content": BROKEN},
         {"role": "tool", "content": None},  # the loop's error message, filled in from the run
+        {"role": "assistant", "content": unknown},
+        {"role": "tool", "content": None},
         {"role": "assistant", "content": "", "tool_calls": [tool_call(CODE)]},
         {"role": "tool", "content": "42\n"},
         {"role": "assistant", "content": "The answer is \\boxed{42}."},
@@ -89,13 +92,17 @@ async def test_incremental_ids_equal_the_rendered_conversation(name, tiny_model_
     runner = await Rollout.create(cfg, client)
     result = await runner.run([row("What is 6*7?")], progress=False)
     (record,) = result.records
-    assert record.termination == "no_tool_call" and record.tool_calls == 2 and record.malformed_tool_calls == 1
+    n_malformed = sum(1 for m in conversation if m["role"] == "tool" and m["content"] is None)
+    assert record.termination == "no_tool_call" and record.tool_calls == 2
+    assert record.malformed_tool_calls == n_malformed
 
     schemas = [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for t in runner.worker.tools]
     prompt = row("What is 6*7?")["prompt"]
-    error_text = record.messages[4]["content"]
-    assert error_text.startswith("Error: the tool call is not valid JSON")
-    conversation[3]["content"] = error_text
+    assert record.messages[4]["content"].startswith("Error: the tool call is not valid JSON")
+    for index, message in enumerate(conversation):
+        if message["role"] == "tool" and message["content"] is None:  # the loop's error messages, from the run
+            assert record.messages[index + 1]["content"].startswith("Error:")
+            message["content"] = record.messages[index + 1]["content"]
 
     def render(messages: list[dict], **kwargs) -> list[int]:
         return list(tokenizer.apply_chat_template(messages, tools=schemas, tokenize=True, return_dict=False, **kwargs))
