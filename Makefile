@@ -103,3 +103,35 @@ data-fixtures: install  ## eval, RL mix, SFT convert + synthesize on the tests/d
 	  --eval runs/data_fixtures/eval/*.parquet --out runs/data_fixtures/rl/train.parquet
 	$(AGENTRL) data sft convert $(TESTDATA)/open_agentrl_sft_3k.jsonl --out runs/data_fixtures/sft/train.parquet
 	$(AGENTRL) data sft synthesize $(TESTDATA)/retool_sft.jsonl --out runs/data_fixtures/sft/retool_synthetic.parquet
+
+# --- training (agentrl_recipe/launch.py): verl's SFT trainer under torchrun, verl's main_ppo for RL, with a shipped
+# config (`make configs` lists them) or a YAML path. Every launch first runs `agentrl-recipe configs check` on the exact
+# overrides it passes. DRY_RUN=1 prints the composed config, the check report and the command, and runs nothing.
+# Multi-node SFT: the same command on every node with MASTER_ADDR=<node 0> [MASTER_PORT]. Multi-node RL: on the head of
+# an existing Ray cluster (RAY_ADDRESS), `agentrl-recipe sandbox serve` on every node, SANDBOX_URL=http://127.0.0.1:<port>.
+CONFIG ?=
+NNODES ?=
+GPUS_PER_NODE ?=
+LAUNCH := $(PY) -m agentrl_recipe.launch
+LAUNCH_ARGS = $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL)) $(if $(DATA),--data $(DATA)) \
+  $(if $(VAL_DATA),--val-data $(VAL_DATA)) $(if $(NNODES),--nnodes $(NNODES)) \
+  $(if $(GPUS_PER_NODE),--gpus-per-node $(GPUS_PER_NODE)) $(if $(TORCHRUN_ARGS),--torchrun-args='$(TORCHRUN_ARGS)') \
+  $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run)
+GPU_STAMP := $(VENV)/.install-gpu-stamp
+.PHONY: sft rl rl-smoke configs install-gpu test-gpu
+sft: install  ## SFT: CONFIG=agentrl_sft_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= ARGS="k=v …"] [DRY_RUN=1]
+	$(LAUNCH) sft $(LAUNCH_ARGS) $(ARGS)
+rl: install  ## GRPO-TCR: CONFIG=agentrl_rl_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= SANDBOX_URL= ARGS=] [DRY_RUN=1]
+	$(LAUNCH) rl $(LAUNCH_ARGS) $(ARGS)
+rl-smoke: install  ## two RL steps of the tiny model on one GPU (vLLM + FSDP, real plugin) [DRY_RUN=1 works on CPU]
+	$(LAUNCH) rl-smoke $(LAUNCH_ARGS) $(ARGS)
+configs: install  ## list the shipped verl configs and check every one of them
+	$(AGENTRL) configs list
+	$(AGENTRL) configs check
+install-gpu: system-deps $(GPU_STAMP)  ## GPU nodes: install with the gpu extra (vLLM on torch 2.13.0)
+$(GPU_STAMP): pyproject.toml
+	@[ -x $(PY) ] || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PIP) install -q $(TORCH_PIN) -e '.[test,gpu]'
+	@touch $(STAMP) $(GPU_STAMP)
+test-gpu: install-gpu  ## the GPU tests (pytest -m gpu), e.g. the rl-smoke run; they skip without CUDA
+	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
