@@ -78,7 +78,6 @@ async def time_loop(cfg, tokenizer, agent: str, n_trajectories: int, turns: int,
     client = ScriptedClient(
         tokenizer, script_for(turns), limits=ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
     )
-    client.record_calls = False
     runner = await Rollout.create(cfg, client)
     rows = [
         {

@@ -131,7 +131,10 @@ class HFGenerationClient(GenerationClient):
         return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
     async def _decode(self, request: DecodeRequest) -> tuple[list[int], list[float]]:
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        # requests left behind by an event loop that has since ended (asyncio.run per call) can never be answered
+        self._pending = [(r, f) for r, f in self._pending if f.get_loop() is loop and not f.done()]
+        future = loop.create_future()
         self._pending.append((request, future))
         if self._drainer is None or self._drainer.done():  # one drainer per burst; it exits when nothing is left
             self._drainer = asyncio.ensure_future(self._drain())

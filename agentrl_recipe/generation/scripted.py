@@ -125,6 +125,7 @@ class ScriptedClient(GenerationClient):
         limits: ContextLimits,
         logprob: float = -1.0,
         global_steps: int | None = None,
+        record_calls: bool = False,
     ):
         self.tokenizer = tokenizer
         self.script = script
@@ -133,8 +134,8 @@ class ScriptedClient(GenerationClient):
         self.global_steps = global_steps
         self.eos_ids = model_eos_ids(tokenizer)
         self._turns = TurnCounter()
-        self.calls: list[ScriptRequest] = []  # every request seen, for test assertions
-        self.record_calls = True
+        self.calls: list[ScriptRequest] = []  # every request seen, with record_calls (tests); unbounded, so off
+        self.record_calls = record_calls
 
     async def _generate(
         self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], max_new: int

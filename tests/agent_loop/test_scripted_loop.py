@@ -23,7 +23,9 @@ def tokenizer(tiny_model_dir):
 
 
 def scripted(tokenizer, cfg, script) -> ScriptedClient:
-    return ScriptedClient(tokenizer, script, limits=ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout))
+    return ScriptedClient(
+        tokenizer, script, limits=ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout), record_calls=True
+    )
 
 
 async def run_one(tokenizer, cfg, script, question: str = "What is 6*7?"):
