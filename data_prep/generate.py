@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agentrl_recipe import names
 from data_prep.io import fingerprint, is_up_to_date, mark_done
 from data_prep.rollouts import add_rollout_arguments, compose, load_problems, progress_log, run_problems
@@ -85,10 +87,28 @@ def summarize_problem(args: argparse.Namespace, tools: list[dict]):
             "correct": sum(a is True for a in accs),
             "reasons": dict(reasons),
             "tool_calls": [r.tool_calls for r in records],
+            "tool_statuses": dict(Counter(st for r in records for st in r.tool_statuses)),
+            "tool_latency_s": [round(x, 4) for r in records for x in r.tool_latency_s],
             "kept": [{**k, "data_source": row["data_source"], "problem_key": key} for k in kept],
         }
 
     return summarize
+
+
+def tool_metrics(records: list[dict]) -> dict[str, float]:
+    """Teacher tool use over all trajectories, as tracker-style "section/name" metrics."""
+    latencies = [x for r in records for x in r.get("tool_latency_s", [])]
+    statuses: Counter[str] = Counter()
+    for r in records:
+        statuses.update(r.get("tool_statuses", {}))
+    calls = sum(statuses.values())
+    out = {"agentrl_tools/calls_per_traj": calls / max(1, sum(r["n"] for r in records))}
+    if latencies:
+        out["agentrl_tools/latency_p50_s"] = float(np.percentile(latencies, 50))
+        out["agentrl_tools/latency_p99_s"] = float(np.percentile(latencies, 99))
+    for status, count in statuses.items():
+        out[f"agentrl_tools/status_{status}_frac"] = count / max(1, calls)
+    return out
 
 
 def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, Any]:
@@ -138,6 +158,7 @@ def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, A
         "trajectory_outcomes": dict(reasons.most_common()),
         "teacher_accuracy": sum(r["correct"] for r in records) / max(1, sum(r["n"] for r in records)),
         "progress_file": str(log.path),
+        **tool_metrics(records),
     }
     if not sink.rows:
         from data_prep.stats import write_report

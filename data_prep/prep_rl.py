@@ -41,9 +41,9 @@ from data_prep.io import (
 from data_prep.rows import ConvertError, convert_rows, get_field, rl_row, text_field
 from data_prep.schema import RowSink, _from_arrow, rejects_path, validate_rl_row
 from data_prep.stats import plot_length_histogram, summarize, write_report
-from data_prep.text import Decontaminator, dedup
+from data_prep.text import Decontaminator, dedup, exact_key
 
-CONVERTER_VERSION = 1  # bump when a converter's output changes, so cached per-source stages are rebuilt
+CONVERTER_VERSION = 2  # bump when a converter's output changes, so cached per-source stages are rebuilt
 
 
 # ----------------------------------------------------------------------------------------------- converters
@@ -265,8 +265,14 @@ def convert_source(spec: SourceSpec, source: str, work_dir: Path, *, options: di
         rows = load_source(source, default_split=spec.default_split)
         counts.update(convert_rows(rows, lambda src: spec.convert(src, **options), sink, desc=f"convert {spec.name}"))
         sink.write_rejects()
+        # DAPO-Math-17k repeats each of its ~17.4K problems ~100×: drop exact repeats inside a source before the
+        # stage is written (counted, not listed); the cross-source dedup later lists what it removes.
+        unique: dict[str, dict] = {}
+        for row in sink.rows:
+            unique.setdefault(exact_key(row["extra_info"]["question"]), row)
+        counts["duplicate_exact_in_source"] = len(sink.rows) - len(unique)
         write_report(stage.with_suffix(".counts.json"), dict(counts))
-        return sink.rows
+        return list(unique.values())
 
     rows, cached = cached_rows(stage, key, build)
     rows = [_from_arrow(r) for r in rows] if cached else rows
@@ -385,6 +391,7 @@ def build_rl_mix(args: argparse.Namespace) -> dict[str, Any]:
     for name, entry in report["sources"].items():
         for reason in ("duplicate_exact", "duplicate_normalized", "contaminated"):
             entry[reason] = removed_counts.get((name, reason), 0)
+        entry["duplicate_exact"] += entry.pop("duplicate_exact_in_source", 0)
 
     rng = np.random.default_rng(args.seed)
     by_source: dict[str, list[dict]] = defaultdict(list)

@@ -107,6 +107,7 @@ def test_generate_end_to_end_and_resume(problems_file: Path, tiny_model_dir: Pat
     assert report["trajectory_outcomes"]["kept"] == 4  # one per solved problem (--keep-per-problem 1)
     assert report["trajectory_outcomes"]["wrong_answer"] >= 6
     assert report["verl_check"]["failed"] == 0
+    assert report["agentrl_tools/status_ok_frac"] == 1.0 and report["agentrl_tools/latency_p99_s"] > 0
     rows = pq.read_table(out).to_pylist()
     assert len(rows) == 4
     for row in rows:
