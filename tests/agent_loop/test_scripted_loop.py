@@ -145,7 +145,11 @@ async def test_reward_sees_num_turns_and_tool_fields(tokenizer, base_cfg):
         wrong = "case wrong" in request.prompt_text
         return call("print(6*7)") if request.turn == 0 else ("\\boxed{41}" if wrong else ANSWER)
 
-    cfg = with_updates(base_cfg, reward__reward_kwargs__overlong_buffer_cfg__len=256)
+    # overlong_count=model makes the manager read FIELD_MODEL_TOKENS from tool_extra_fields (the per-trajectory
+    # batch verl sends the reward worker has no response_mask)
+    cfg = with_updates(
+        base_cfg, reward__reward_kwargs__overlong_buffer_cfg__len=256, reward__reward_kwargs__overlong_count="model"
+    )
     client = scripted(tokenizer, cfg, script)
     rows = [row("case right"), row("case wrong")]
     result = await arollout(rows, client, cfg, score=True, progress=False)
@@ -154,6 +158,9 @@ async def test_reward_sees_num_turns_and_tool_fields(tokenizer, base_cfg):
     assert wrong.score == pytest.approx(-0.9)  # min(-0.6, -1 + 0.1 · 1 tool call) [paper Eq. 8]
     assert wrong.reward_extra_info["num_turns"] == wrong.num_turns == 4
     assert wrong.reward_extra_info["tool_bonus"] == pytest.approx(0.1)
+    model_tokens = wrong.extra_fields[names.FIELD_MODEL_TOKENS]
+    assert model_tokens == sum(wrong.response_mask) < wrong.response_tokens  # tool tokens are not the model's
+    assert wrong.reward_extra_info["response_tokens"] == model_tokens  # arrived through tool_extra_fields
     assert result.metrics["agentrl_rollout/score_mean"] == pytest.approx(0.05)
     json.dumps([r.to_dict() for r in result.records])  # records are plain JSON
 
