@@ -11,7 +11,7 @@ manager with verl's ``load_reward_manager``) and is called by the agent-loop wor
     client = HFGenerationClient.from_pretrained(model_path, limits=ContextLimits.from_rollout_config(
         cfg.actor_rollout_ref.rollout))
     result = rollout(rows, client, cfg, n=4, score=True)       # or: await arollout(...) inside an event loop
-    result.records[0].response, result.records[0].score, result.metrics["agentrl_tools/calls_per_traj"]
+    result.records[0].response, result.records[0].score, result.metrics["agentrl_tools/calls_per_traj/mean"]
 
 Rows are RL-parquet rows (``data_source``, ``prompt`` chat list, ``reward_model``, ``extra_info``, ``agent_name``).
 """
@@ -84,7 +84,7 @@ class TrajectoryRecord:
 @dataclasses.dataclass
 class RolloutResult:
     records: list[TrajectoryRecord]
-    batches: list[Any]  # the DataProto verl returned for each chunk (prompts, responses, masks, logprobs, rm_scores)
+    batches: list[Any]  # verl's DataProto of each chunk (prompts, responses, masks, logprobs, rm_scores), if kept
     metrics: dict[str, float]  # "section/name" metrics over all trajectories (agent_loop.batch_metrics + reward)
 
 
@@ -256,11 +256,14 @@ class Rollout:
         progress: bool = True,
         on_records: Callable[[list[TrajectoryRecord]], None] | None = None,
         first_row: int = 0,
+        keep_batches: bool = True,
     ) -> RolloutResult:
         """Roll out every row ``n`` times, ``chunk_size`` trajectories per ``generate_sequences`` call.
 
         ``validate=True`` samples with ``rollout.val_kwargs`` (as verl's validation does). ``on_records`` is called
         after each chunk (e.g. to append to a resumable dump). ``first_row`` offsets ``row_index`` (resuming).
+        ``keep_batches=False`` drops verl's padded DataProto of each chunk (long runs: it holds (chunk, prompt +
+        response) tensors).
         """
         from tqdm.auto import tqdm
 
@@ -280,7 +283,8 @@ class Rollout:
                 output = await self.worker.generate_sequences(chunk)
                 new = self._records(inputs, output)
                 records.extend(new)
-                batches.append(output)
+                if keep_batches:
+                    batches.append(output)
                 if on_records is not None:
                     on_records(new)
                 bar.update(len(new))
