@@ -17,9 +17,6 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from agentrl_recipe import names
-from agentrl_recipe.agent_loop_config import AgentLoopSettings
-from agentrl_recipe.algos.masking import MaskConfig
-from agentrl_recipe.algos.roc import RoCConfig
 
 T = TypeVar("T")
 
@@ -88,9 +85,31 @@ class SandboxConfig:
 
 
 # Section name -> dataclass, for `configs check`. Components add their section here when they define one.
-SECTIONS: dict[str, type] = {
-    "sandbox": SandboxConfig,
-    "masks": MaskConfig,
-    "roc": RoCConfig,
-    "agent_loop": AgentLoopSettings,
-}
+class _LazySections(Mapping):
+    """Section name -> dataclass, resolved on first access so this module stays cheap to import (the algos
+    package imports verl, and verl imports the plugin)."""
+
+    def __init__(self, paths: dict[str, str]) -> None:
+        self._paths = paths
+
+    def __getitem__(self, name: str) -> type:
+        import importlib
+
+        module, _, attr = self._paths[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def __iter__(self):
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+SECTIONS: Mapping[str, type] = _LazySections(
+    {
+        "sandbox": "agentrl_recipe.config:SandboxConfig",
+        "masks": "agentrl_recipe.algos.masking:MaskConfig",
+        "roc": "agentrl_recipe.algos.roc:RoCConfig",
+        "agent_loop": "agentrl_recipe.agent_loop_config:AgentLoopSettings",
+    }
+)

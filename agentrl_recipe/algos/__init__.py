@@ -5,6 +5,10 @@
 - :mod:`.masking` — trajectory masks (``agentrl.masks``), the switches and the per-batch mask computation;
 - :mod:`.sampler` — the v1 replay buffer that applies the masks and caps DAPO dynamic sampling.
 
-Registration happens only in :mod:`agentrl_recipe.plugin`. Heavy imports (torch, verl) stay inside the modules
-that need them so ``agentrl_recipe.config`` can import :class:`.masking.MaskConfig` cheaply.
+Registration happens only in :mod:`agentrl_recipe.plugin`. ``agentrl_recipe.config`` resolves
+:class:`.masking.MaskConfig` lazily, so this package may import verl.
 """
+
+# Import verl before any module of this package: verl's plugin loader imports agentrl_recipe.plugin, which imports
+# this package's modules. Were a user to import one of them first, the plugin would meet it half-initialised.
+import verl  # noqa: F401

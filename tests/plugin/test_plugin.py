@@ -142,3 +142,20 @@ def test_doctor_reports_a_broken_plugin_and_exits_nonzero(broken_plugin_path: Pa
     assert "simulated: a dependency" in report["plugin_error"]
     assert any("fails to import" in p for p in report["problems"])
     assert report["registered"]["policy_loss"]["registered"] is False
+
+
+@pytest.mark.parametrize(
+    "first_import",
+    [
+        "agentrl_recipe.rewards.scoring",
+        "agentrl_recipe.rewards.manager",
+        "agentrl_recipe.algos.losses",
+        "agentrl_recipe.config",
+    ],
+)
+def test_importing_a_plugin_module_before_verl_still_registers_everything(first_import: str) -> None:
+    # The plugin imports these modules while verl loads it; importing one of them first must not leave it
+    # half-initialised when the plugin needs it (see agentrl_recipe/rewards/__init__.py).
+    proc = _run(f"import {first_import}\n" + REGISTRY_PROBE + "print('@@' + json.dumps(seen()))")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, True), proc.stderr[-3000:]
