@@ -133,14 +133,13 @@ class BwrapCommand:
             "seccomp": True,
             "oneshot_fd": oneshot_fd,
         }
-        if oneshot_fd is not None:
-            self.fds.append(oneshot_fd)
+        self.extra_fds = [] if oneshot_fd is None else [oneshot_fd]  # passed to bwrap, owned by the caller
         argv += ["--", SANDBOX_PYTHON, "-I", "-B", SCRIPT_PATH, json.dumps(settings)]
         self.argv = argv
 
     def popen_kwargs(self) -> dict[str, Any]:
         uid, gid = host_ids()
-        kwargs: dict[str, Any] = {"pass_fds": tuple(self.fds), "stdin": subprocess.DEVNULL}
+        kwargs: dict[str, Any] = {"pass_fds": (*self.fds, *self.extra_fds), "stdin": subprocess.DEVNULL}
         if uid is not None:
             kwargs.update(user=uid, group=gid, extra_groups=[])
         return kwargs

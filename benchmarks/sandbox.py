@@ -1,0 +1,207 @@
+"""Local sandbox pool vs. a fresh bubblewrap sandbox per call, same isolation, measured in one run.
+
+    .venv/bin/python benchmarks/sandbox.py                      # trivial code, print(1)
+    .venv/bin/python benchmarks/sandbox.py --workload numpy_sympy --json out.json
+
+For each backend: latency p50/p99 one call at a time, and calls/s with ``--concurrency`` calls in flight (default: the
+CPU count). The baseline (``agentrl_recipe.tools.sandbox.local.main_cold_run``) starts a new ``bwrap`` +
+``/usr/bin/python3`` per call with exactly the pool's namespaces, rlimits and seccomp filter, and nothing preloaded.
+Goal (issue 4, on 2 cores): pool >= 5x the baseline's calls/s, pool p50 <= 10 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tqdm import tqdm
+
+from agentrl_recipe.config import SandboxConfig
+from agentrl_recipe.tools.sandbox.local import LocalSandbox, main_cold_run
+
+WORKLOADS = {
+    "trivial": "print(1)",
+    "numpy_sympy": "import numpy, sympy\nprint(numpy.linalg.det(numpy.eye(3)), sympy.factorint(360))",
+}
+
+
+def _proc_cpu_s(pid: int, children: bool = True) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12]) + ((int(fields[13]) + int(fields[14])) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def zygote_pid(sb: LocalSandbox) -> int:
+    """The pool's warm interpreter on the host: every finished run's CPU time is folded into its children's time."""
+    assert sb._proc is not None
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+                if b"zygote.py" in cmd and b'oneshot_fd": null' in cmd:
+                    stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    parent = Path(f"/proc/{stat[1]}/stat").read_text().rsplit(")", 1)[1].split()
+                    if int(parent[1]) == sb._proc.pid:
+                        return int(entry.name)
+            except OSError:
+                continue
+    raise RuntimeError("pool interpreter not found under its bwrap process")
+
+
+def self_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarize(latencies: list[float], wall_s: float, errors: int) -> dict:
+    return {
+        "calls": len(latencies),
+        "errors": errors,
+        "calls_per_s": len(latencies) / wall_s,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * pct(latencies, 0.99),
+    }
+
+
+def bench_pool(sb: LocalSandbox, code: str, calls: int, concurrency: int, desc: str) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    bar = tqdm(total=calls, desc=desc, unit="call", leave=False)
+
+    async def one(sem: asyncio.Semaphore) -> None:
+        nonlocal errors
+        async with sem:
+            start = time.perf_counter()
+            res = await sb.arun(code)
+            latencies.append(time.perf_counter() - start)
+            errors += res.status != "ok"
+            bar.update()
+
+    async def run_all() -> float:
+        sem = asyncio.Semaphore(concurrency)
+        start = time.perf_counter()
+        await asyncio.gather(*(one(sem) for _ in range(calls)))
+        return time.perf_counter() - start
+
+    zpid = zygote_pid(sb)
+    cpu0 = _proc_cpu_s(zpid) + self_cpu_s()
+    wall = asyncio.run(run_all())
+    time.sleep(1.0)  # let the runs' supervisors exit and be reaped into the interpreter's children's time
+    cpu = _proc_cpu_s(zpid) + self_cpu_s() - cpu0
+    bar.close()
+    return {**summarize(latencies, wall, errors), "cpu_ms_per_call": 1000 * cpu / calls}
+
+
+def bench_cold(cfg: SandboxConfig, code: str, calls: int, concurrency: int, desc: str) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    bar = tqdm(total=calls, desc=desc, unit="call", leave=False)
+
+    def one(_: int) -> None:
+        nonlocal errors
+        start = time.perf_counter()
+        res = main_cold_run(cfg, code)
+        latencies.append(time.perf_counter() - start)
+        errors += res.status != "ok"
+        bar.update()
+
+    cpu0 = children_cpu_s() + self_cpu_s()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as ex:
+        list(ex.map(one, range(calls)))
+    wall = time.perf_counter() - start
+    cpu = children_cpu_s() + self_cpu_s() - cpu0
+    bar.close()
+    return {**summarize(latencies, wall, errors), "cpu_ms_per_call": 1000 * cpu / calls}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="trivial")
+    p.add_argument("--calls", type=int, default=300, help="pool calls per measurement")
+    p.add_argument("--baseline-calls", type=int, default=100, help="cold-sandbox calls per measurement")
+    p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--pool-size", type=int, default=None, help="default: CPU count")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here (atomically)")
+    args = p.parse_args(argv)
+    code = WORKLOADS[args.workload]
+    cfg = SandboxConfig(backend="local", pool_size=args.pool_size)
+
+    sb = LocalSandbox(cfg)
+    try:
+        bench_pool(sb, code, 20, 1, "warm-up")
+        pool_seq = bench_pool(sb, code, args.calls, 1, "pool, 1 in flight")
+        pool_conc = bench_pool(sb, code, args.calls, args.concurrency, f"pool, {args.concurrency} in flight")
+    finally:
+        sb.close()
+    bench_cold(cfg, code, 3, 1, "cold warm-up")
+    cold_seq = bench_cold(cfg, code, args.baseline_calls, 1, "cold, 1 in flight")
+    cold_conc = bench_cold(cfg, code, args.baseline_calls, args.concurrency, f"cold, {args.concurrency} in flight")
+
+    report = {
+        "workload": args.workload,
+        "code": code,
+        "cpus": os.cpu_count(),
+        "machine": platform.platform(),
+        "load_avg_1m": os.getloadavg()[0],
+        "concurrency": args.concurrency,
+        "pool_size": args.pool_size or os.cpu_count(),
+        "pool": {"sequential": pool_seq, "concurrent": pool_conc},
+        "cold_bwrap": {"sequential": cold_seq, "concurrent": cold_conc},
+        "throughput_ratio": pool_conc["calls_per_s"] / cold_conc["calls_per_s"],
+        "p50_ratio": cold_seq["p50_ms"] / pool_seq["p50_ms"],
+        # CPU time per call (sandbox processes + this client): what bounds calls/s on dedicated cores, and far less
+        # sensitive than wall-clock figures to other work on a shared machine.
+        "cpu_cost_ratio": cold_conc["cpu_ms_per_call"] / pool_conc["cpu_ms_per_call"],
+        "goal": {"throughput_ratio": 5.0, "pool_p50_ms": 10.0},
+    }
+    report["goal_met"] = report["throughput_ratio"] >= 5.0 and pool_seq["p50_ms"] <= 10.0
+
+    rows = [("pool", pool_seq, pool_conc), ("cold bwrap", cold_seq, cold_conc)]
+    print(
+        f"workload {args.workload!r} ({code.splitlines()[0]}...), {os.cpu_count()} CPUs, "
+        f"load {report['load_avg_1m']:.1f}"
+    )
+    header = f"{'backend':<12}{'p50 ms':>9}{'p99 ms':>9}{'calls/s (x' + str(args.concurrency) + ')':>18}"
+    print(header + f"{'CPU ms/call':>13}{'errors':>8}")
+    for name, seq, conc in rows:
+        errs = seq["errors"] + conc["errors"]
+        print(
+            f"{name:<12}{seq['p50_ms']:>9.1f}{seq['p99_ms']:>9.1f}{conc['calls_per_s']:>18.1f}"
+            f"{conc['cpu_ms_per_call']:>13.1f}{errs:>8}"
+        )
+    print(
+        f"pool / cold: {report['throughput_ratio']:.1f}x calls/s, {report['p50_ratio']:.1f}x lower p50; "
+        f"goal (>=5x, p50<=10 ms) {'met' if report['goal_met'] else 'NOT met'}"
+    )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=args.json.parent, prefix=args.json.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(report, f, indent=2)
+        os.replace(tmp, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
