@@ -39,7 +39,7 @@ from data_prep.io import (
     source_fingerprint,
 )
 from data_prep.rows import ConvertError, convert_rows, get_field, rl_row, text_field
-from data_prep.schema import RowSink, _from_arrow, rejects_path, validate_rl_row
+from data_prep.schema import RowSink, drop_arrow_nulls, rejects_path, validate_rl_row
 from data_prep.stats import plot_length_histogram, summarize, write_report
 from data_prep.text import Decontaminator, dedup, exact_key
 
@@ -275,7 +275,7 @@ def convert_source(spec: SourceSpec, source: str, work_dir: Path, *, options: di
         return list(unique.values())
 
     rows, cached = cached_rows(stage, key, build)
-    rows = [_from_arrow(r) for r in rows] if cached else rows
+    rows = [drop_arrow_nulls(r) for r in rows] if cached else rows
     rejects = read_local_file(rejects_path(stage))
     counts_file = stage.with_suffix(".counts.json")
     counts = Counter(json.loads(counts_file.read_text())) if counts_file.exists() else counts

@@ -31,7 +31,7 @@ from data_prep.io import (
     source_fingerprint,
 )
 from data_prep.rows import ConvertError, get_field
-from data_prep.schema import RowSink, _from_arrow
+from data_prep.schema import RowSink, drop_arrow_nulls
 from data_prep.sft_format import (
     DEFAULT_TOOL_CONFIG,
     check_with_verl_dataset,
@@ -104,7 +104,7 @@ def finish_sft(sink: RowSink, *, tokenizer: str | None, report: dict[str, Any], 
 
 # ----------------------------------------------------------------------------------------------- convert
 def convert_sft_row(row: dict, default_tools: list[dict] | None) -> dict:
-    row = _from_arrow(row)
+    row = drop_arrow_nulls(row)
     messages = normalize_messages(get_field(row, "messages"))
     tools = row.get("tools") or default_tools
     if isinstance(tools, str):

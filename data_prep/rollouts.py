@@ -17,7 +17,7 @@ from typing import Any
 from tqdm import tqdm
 
 from data_prep.io import JsonlLog, read_local_file, source_files
-from data_prep.schema import _from_arrow, validate_rl_row
+from data_prep.schema import drop_arrow_nulls, validate_rl_row
 from data_prep.text import exact_key
 
 
@@ -33,7 +33,7 @@ def load_problems(paths: Sequence[str], limit: int = 0) -> list[tuple[str, dict]
     for spec in paths:
         for path in source_files(spec):
             for i, raw in enumerate(read_local_file(path)):
-                row = _from_arrow(raw)
+                row = drop_arrow_nulls(raw)
                 errors = validate_rl_row(row)
                 if errors:
                     raise SystemExit(f"{path}: row {i}: field {errors[0].field!r}: {errors[0].message}")

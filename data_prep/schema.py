@@ -313,14 +313,14 @@ def validate_file(path: str | Path, kind: str) -> list[SchemaError]:
     validate = VALIDATORS[kind]
     out = []
     for i, row in enumerate(read_local_file(Path(path))):
-        out += [SchemaError(str(path), i, e.field, e.message) for e in validate(_from_arrow(row))]
+        out += [SchemaError(str(path), i, e.field, e.message) for e in validate(drop_arrow_nulls(row))]
     return out
 
 
-def _from_arrow(value: Any) -> Any:
+def drop_arrow_nulls(value: Any) -> Any:
     """Undo Arrow's struct-union padding (keys filled with None) so a re-read row validates like the written one."""
     if isinstance(value, dict):
-        return {k: _from_arrow(v) for k, v in value.items() if v is not None}
+        return {k: drop_arrow_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_from_arrow(v) for v in value]
+        return [drop_arrow_nulls(v) for v in value]
     return value
