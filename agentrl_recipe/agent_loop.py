@@ -64,7 +64,8 @@ INFRA_STATUS = "infra_error"  # sandbox status: the sandbox failed, not the code
 class Termination(str, Enum):
     """Why a trajectory ended (``FIELD_TERMINATION``)."""
 
-    NO_TOOL_CALL = "no_tool_call"  # the model stopped without calling a tool (answered or not)
+    ANSWER = "answer"  # the model stopped with a final answer and no tool call
+    NO_TOOL_CALL = "no_tool_call"  # the model stopped with neither a tool call nor a final answer (a void ending)
     RESPONSE_LENGTH = "response_length"  # rollout.response_length reached by generated tokens
     TOOL_RESPONSE_OVERFLOW = "tool_response_overflow"  # the tool response would not fit in response_length
     MAX_ASSISTANT_TURNS = "max_assistant_turns"
@@ -259,11 +260,15 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
             state = AgentState.PROCESSING_TOOLS
 
         valid_call = any(not isinstance(call, MalformedCall) for call in calls)
-        if stopped and not valid_call and not has_final_answer(_TOOL_CALL_BLOCK.sub("", text), self._task_kind):
+        answered = has_final_answer(_TOOL_CALL_BLOCK.sub("", text), self._task_kind)
+        if stopped and not valid_call and not answered:
             stats.void_turns += 1
 
         if state == AgentState.TERMINATED:
-            stats.termination = self._generation_termination(agent_data) if not parsed else Termination.NO_TOOL_CALL
+            if not parsed:
+                stats.termination = self._generation_termination(agent_data)
+            else:
+                stats.termination = Termination.ANSWER if answered else Termination.NO_TOOL_CALL
             await self._finish(agent_data)
         return state
 

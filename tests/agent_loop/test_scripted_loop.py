@@ -43,7 +43,7 @@ async def test_valid_call_puts_tool_output_in_context(tokenizer, base_cfg):
     assert len(record.tool_latency_s) == 1 and record.tool_latency_s[0] > 0
     assert record.num_turns == 4 and record.extra_fields[names.FIELD_NUM_TURNS] == 4
     assert record.extra_fields[names.FIELD_ASSISTANT_TURNS] == 2
-    assert (record.malformed_tool_calls, record.void_turn, record.termination) == (0, False, "no_tool_call")
+    assert (record.malformed_tool_calls, record.void_turn, record.termination) == (0, False, "answer")
     assert record.response.endswith(ANSWER)
     # the tool's output is context (mask 0), the two turns are the model's (mask 1)
     masked = [t for t, m in zip(record.response_ids, record.response_mask, strict=True) if m == 1]

@@ -93,7 +93,7 @@ async def test_incremental_ids_equal_the_rendered_conversation(name, tiny_model_
     result = await runner.run([row("What is 6*7?")], progress=False)
     (record,) = result.records
     n_malformed = sum(1 for m in conversation if m["role"] == "tool" and m["content"] is None)
-    assert record.termination == "no_tool_call" and record.tool_calls == 2
+    assert record.termination == "answer" and record.tool_calls == 2
     assert record.malformed_tool_calls == n_malformed
 
     schemas = [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for t in runner.worker.tools]
