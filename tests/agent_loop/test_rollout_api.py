@@ -19,6 +19,11 @@ def test_compose_config_is_the_rl_config_for_an_in_process_rollout(tiny_model_di
     assert rollout_cfg.agent.default_agent_loop == names.AGENT_LOOP
     assert base_cfg.reward.reward_manager.name == names.REWARD_MANAGER
     assert base_cfg.agentrl.agent_loop.record_messages is True
+    # the paper's multi-turn limits, as verl keys (verl_configs/recipe/grpo_tcr.yaml)
+    multi_turn = rollout_cfg.multi_turn
+    assert (multi_turn.max_assistant_turns, multi_turn.max_user_turns, multi_turn.max_parallel_calls) == (16, 16, 1)
+    assert (multi_turn.max_tool_response_length, multi_turn.tool_response_truncate_side) == (256, "middle")
+    assert multi_turn.format == "hermes" and multi_turn.enable is True
 
 
 def test_relative_tool_config_resolves_against_the_repo(tiny_model_dir, tmp_path, monkeypatch):
