@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import tempfile
@@ -33,39 +32,6 @@ WORKLOADS = {
     "trivial": "print(1)",
     "numpy_sympy": "import numpy, sympy\nprint(numpy.linalg.det(numpy.eye(3)), sympy.factorint(360))",
 }
-
-
-def _proc_cpu_s(pid: int, children: bool = True) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12]) + ((int(fields[13]) + int(fields[14])) if children else 0)
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def zygote_pid(sb: LocalSandbox) -> int:
-    """The pool's warm interpreter on the host: every finished run's CPU time is folded into its children's time."""
-    assert sb._proc is not None
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes()
-                if b"zygote.py" in cmd and b'oneshot_fd": null' in cmd:
-                    stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                    parent = Path(f"/proc/{stat[1]}/stat").read_text().rsplit(")", 1)[1].split()
-                    if int(parent[1]) == sb._proc.pid:
-                        return int(entry.name)
-            except OSError:
-                continue
-    raise RuntimeError("pool interpreter not found under its bwrap process")
-
-
-def self_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def children_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def pct(values: list[float], q: float) -> float:
@@ -103,13 +69,9 @@ def bench_pool(sb: LocalSandbox, code: str, calls: int, concurrency: int, desc: 
         await asyncio.gather(*(one(sem) for _ in range(calls)))
         return time.perf_counter() - start
 
-    zpid = zygote_pid(sb)
-    cpu0 = _proc_cpu_s(zpid) + self_cpu_s()
     wall = asyncio.run(run_all())
-    time.sleep(1.0)  # let the runs' supervisors exit and be reaped into the interpreter's children's time
-    cpu = _proc_cpu_s(zpid) + self_cpu_s() - cpu0
     bar.close()
-    return {**summarize(latencies, wall, errors), "cpu_ms_per_call": 1000 * cpu / calls}
+    return summarize(latencies, wall, errors)
 
 
 def bench_cold(cfg: SandboxConfig, code: str, calls: int, concurrency: int, desc: str) -> dict:
@@ -125,14 +87,12 @@ def bench_cold(cfg: SandboxConfig, code: str, calls: int, concurrency: int, desc
         errors += res.status != "ok"
         bar.update()
 
-    cpu0 = children_cpu_s() + self_cpu_s()
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as ex:
         list(ex.map(one, range(calls)))
     wall = time.perf_counter() - start
-    cpu = children_cpu_s() + self_cpu_s() - cpu0
     bar.close()
-    return {**summarize(latencies, wall, errors), "cpu_ms_per_call": 1000 * cpu / calls}
+    return summarize(latencies, wall, errors)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,9 +130,6 @@ def main(argv: list[str] | None = None) -> int:
         "cold_bwrap": {"sequential": cold_seq, "concurrent": cold_conc},
         "throughput_ratio": pool_conc["calls_per_s"] / cold_conc["calls_per_s"],
         "p50_ratio": cold_seq["p50_ms"] / pool_seq["p50_ms"],
-        # CPU time per call (sandbox processes + this client): what bounds calls/s on dedicated cores, and far less
-        # sensitive than wall-clock figures to other work on a shared machine.
-        "cpu_cost_ratio": cold_conc["cpu_ms_per_call"] / pool_conc["cpu_ms_per_call"],
         "goal": {"throughput_ratio": 5.0, "pool_p50_ms": 10.0},
     }
     report["goal_met"] = report["throughput_ratio"] >= 5.0 and pool_seq["p50_ms"] <= 10.0
@@ -183,13 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         f"load {report['load_avg_1m']:.1f}"
     )
     header = f"{'backend':<12}{'p50 ms':>9}{'p99 ms':>9}{'calls/s (x' + str(args.concurrency) + ')':>18}"
-    print(header + f"{'CPU ms/call':>13}{'errors':>8}")
+    print(header + f"{'errors':>8}")
     for name, seq, conc in rows:
         errs = seq["errors"] + conc["errors"]
-        print(
-            f"{name:<12}{seq['p50_ms']:>9.1f}{seq['p99_ms']:>9.1f}{conc['calls_per_s']:>18.1f}"
-            f"{conc['cpu_ms_per_call']:>13.1f}{errs:>8}"
-        )
+        print(f"{name:<12}{seq['p50_ms']:>9.1f}{seq['p99_ms']:>9.1f}{conc['calls_per_s']:>18.1f}{errs:>8}")
     print(
         f"pool / cold: {report['throughput_ratio']:.1f}x calls/s, {report['p50_ratio']:.1f}x lower p50; "
         f"goal (>=5x, p50<=10 ms) {'met' if report['goal_met'] else 'NOT met'}"

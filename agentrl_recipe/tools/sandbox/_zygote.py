@@ -1,19 +1,20 @@
 """The warm interpreter that runs INSIDE the bubblewrap sandbox (Debian's /usr/bin/python3, standard library only).
 
 Started by :mod:`agentrl_recipe.tools.sandbox.local` as the only program of a ``bwrap`` sandbox (non-root uid, no
-network, read-only minimal filesystem, cleared environment). It imports numpy/sympy/math once, then keeps a pool of
-*standby* runs, each fully set up before any request arrives:
+network, read-only minimal filesystem, cleared environment). It imports numpy/sympy/math once, then runs slots:
 
-    zygote ── fork ─> S  supervisor (trusted): new user+pid+mount+net+ipc+uts namespaces; serves ONE request
-                      └─ fork ─> C  pid 1 of the run's pid namespace (trusted): private /proc, /tmp, /dev/shm,
-                                    hides the pool's socket dir, loads the seccomp filter
-                                 └─ fork ─> G  the run: rlimits, no capabilities; waits for the request, then
-                                               exec()s the model's code as __main__ in a fresh module
+    zygote ── fork ─> S  slot supervisor (trusted, long-lived): its own user + pid + mount namespaces
+                      ├─ fork ─> init  pid 1 of S's pid namespace (trusted): private /proc, hides the pool's socket,
+                      │                kills every other process of the namespace between runs
+                      └─ fork ─> G     ONE run (a fresh copy of the warm interpreter): new mount/net/ipc/uts
+                                       namespaces, private tmpfs /tmp and /dev/shm, rlimits, no capabilities,
+                                       seccomp; set up BEFORE its request arrives, then exec()s the model's code as
+                                       __main__ in a fresh module, reports its status and exits
 
-A request costs no fork on its critical path. On exit/timeout/overflow C dies, which makes the kernel kill every
-process left in the run's pid namespace, unmount its scratch tmpfs and free its network namespace. The code cannot
-see or signal the zygote, the supervisors or other runs (other pid namespace), nor ptrace them (non-dumpable,
-seccomp). RLIMIT_NPROC is per run because each run has its own user namespace (per-namespace ucounts).
+A request costs one fork, off its critical path (the next G is prepared while S waits for a connection). S serves
+its runs one at a time and, after each, has init kill whatever the run left behind before the next G exists. A run
+cannot see or signal the zygote, other slots or the host (other pid namespaces), nor ptrace anything (non-dumpable
+processes, seccomp); RLIMIT_NPROC counts only its slot (per-user-namespace accounting).
 
 Wire format with the host and inside: 4-byte big-endian length + UTF-8 JSON. Never pickle.
 """
@@ -239,7 +240,7 @@ class Pipes:
 
     def __init__(self) -> None:
         self.ctl_r, self.ctl_w = os.pipe()  # S -> G: the request
-        self.rep_r, self.rep_w = os.pipe()  # G -> S: set-up report
+        self.rep_r, self.rep_w = os.pipe()  # G -> S: set-up report (JSON)
         self.done_r, self.done_w = os.pipe()  # G -> S: G's exit status once its output is flushed (fast path)
         self.in_r, self.in_w = os.pipe()
         self.out_r, self.out_w = os.pipe()
@@ -249,58 +250,111 @@ class Pipes:
         for fd in (self.ctl_r, self.rep_w, self.done_w, self.in_r, self.out_w, self.err_w):
             os.close(fd)
 
+    def close_supervisor_side(self) -> None:
+        for fd in (self.ctl_w, self.rep_r, self.done_r, self.in_w, self.out_r, self.err_r):
+            if fd >= 0:
+                os.close(fd)
+
     def run_side(self) -> None:
         for fd in (self.ctl_w, self.rep_r, self.done_r, self.in_w, self.out_r, self.err_r):
             os.close(fd)
 
 
-def supervisor(st: Settings, accept, inherited: list) -> None:
-    """S: prepare one isolated run, serve exactly one connection (``accept()`` returns it), exit.
+def worker(st: Settings, accept, inherited: list, runs: int | None = None) -> None:
+    """S: one pool slot. Owns a user + pid + mount namespace set for its whole life and serves runs one at a time.
 
-    ``inherited``: sockets the run must close (the pool's listener) so it can never accept another request.
+    Per run it forks ONE process, G, from itself (a copy of the warm interpreter) into its pid namespace; G takes
+    fresh mount/net/ipc/uts namespaces of its own. Between runs, the namespace's tiny init kills everything left, so
+    no process of run N exists when run N+1 is forked. ``runs``: stop after that many (None = forever).
+    ``inherited``: sockets G must close (the pool's listener) so a run can never accept a request itself.
     """
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     uid, gid = os.getuid(), os.getgid()
-    _check(
-        libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
-        "unshare",
-    )
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS), "unshare")
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # our own /proc/self/*_map are only writable while dumpable
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    pipes = Pipes()
-    g_pid = os.fork()  # pid 1 of the new pid namespace
-    if g_pid == 0:
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # S dies with the zygote (and so does its namespace)
+    cmd_r, cmd_w = os.pipe()  # S -> init: b"K" = kill everything but yourself
+    ack_r, ack_w = os.pipe()  # init -> S: b"R" ready (once), b"k" swept
+    init_pid = os.fork()  # pid 1 of the namespace
+    if init_pid == 0:
         try:
             for sock in inherited:
                 sock.close()
-            pipes.run_side()
-            run_code(st, pipes)
+            os.close(cmd_w)
+            os.close(ack_r)
+            run_init(st, cmd_r, ack_w)
         finally:
             os._exit(70)
-    pipes.supervisor_side()
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # S dies with the zygote (and so does its run)
-    try:
-        report = recv_msg(pipes.rep_r)
-    except (EOFError, OSError, ValueError) as exc:
-        sys.stderr.write(f"agentrl sandbox: run set-up died: {exc}\n")
+    os.close(cmd_r)
+    os.close(ack_w)
+    if os.read(ack_r, 1) != b"R":
+        sys.stderr.write("agentrl sandbox: namespace init failed to start\n")
         os._exit(3)
-    if not report.get("ok"):
-        sys.stderr.write(f"agentrl sandbox: run set-up failed: {report.get('error')}\n")
-        os._exit(3)
-    conn = accept()
-    for sock in inherited:
-        if sock is not conn:
-            sock.close()
-    try:
-        serve_one(conn, st, g_pid, report, pipes)
-    finally:
-        conn.close()
-        _kill(g_pid)  # pid 1 gone = the kernel kills everything left in the run's pid namespace
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(g_pid, 0)
+    served = 0
+    while runs is None or served < runs:
+        pipes = Pipes()
+        g_pid = os.fork()
+        if g_pid == 0:
+            try:
+                for sock in inherited:
+                    sock.close()
+                pipes.run_side()
+                run_code(st, pipes)
+            finally:
+                os._exit(70)
+        pipes.supervisor_side()
+        try:
+            report = recv_msg(pipes.rep_r)
+        except (EOFError, OSError, ValueError) as exc:
+            report = {"ok": False, "error": f"run process died during set-up ({exc})"}
+        if not report.get("ok"):
+            sys.stderr.write(f"agentrl sandbox: run set-up failed: {report.get('error')}\n")
+            os._exit(3)
+        conn = accept()
+        try:
+            serve_one(conn, st, g_pid, report, pipes)
+        finally:
+            conn.close()
+            _kill(g_pid)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(g_pid, 0)
+            pipes.close_supervisor_side()
+            os.write(cmd_w, b"K")  # nothing the run started survives into the next run
+            if os.read(ack_r, 1) != b"k":
+                sys.stderr.write("agentrl sandbox: namespace init died\n")
+                os._exit(3)
+        served += 1
+
+
+def run_init(st: Settings, cmd_r: int, ack_w: int) -> None:
+    """pid 1 of a slot's namespace: mounts its /proc, then on each b"K" kills and reaps every other process in it."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)  # no handlers: as pid 1, signals from the runs are then ignored
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _close_fds({cmd_r, ack_w})
+    # Without it the runs see the sandbox-wide /proc: still no other run's secrets (non-dumpable, other pid ns).
+    with contextlib.suppress(OSError):
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "")
+    _mount("tmpfs", st.socket_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
+    if st.seccomp_bpf:
+        install_seccomp(st.seccomp_bpf)
+    os.write(ack_w, b"R")
+    while os.read(cmd_r, 1) == b"K":
+        while True:
+            with contextlib.suppress(OSError):
+                os.kill(-1, signal.SIGKILL)  # every process of the namespace but pid 1 itself
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                break  # none left
+            time.sleep(0.001)
+        os.write(ack_w, b"k")
+    os._exit(0)
 
 
 def _kill(pid: int) -> None:
@@ -309,22 +363,14 @@ def _kill(pid: int) -> None:
 
 
 def run_code(st: Settings, pipes: Pipes) -> None:
-    """G: pid 1 of the run's namespaces. Sets itself up before any request exists, then runs exactly one.
-
-    Being pid 1 means: when G exits, the kernel kills every process the code left behind. (Like any pid 1, G
-    ignores signals it sends itself without installing a handler.)
-    """
+    """G: one run. Sets itself up before any request exists (namespaces, mounts, limits, seccomp), then runs one."""
     report: dict = {"ok": False}
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={st.scratch_mb}m,mode=700")
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777")
-        _mount("tmpfs", st.socket_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
-        try:
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "")
-            report["private_proc"] = True
-        except OSError:
-            report["private_proc"] = False  # still safe: the pool's processes are non-dumpable, other pid ns
+        report["private_proc"] = os.path.exists("/proc/1/cmdline") and os.getpid() != 1
         os.dup2(pipes.in_r, 0)
         os.dup2(pipes.out_w, 1)
         os.dup2(pipes.err_w, 2)
@@ -474,12 +520,13 @@ def serve_one(conn: socket.socket, st: Settings, g_pid: int, report: dict, pipes
     with contextlib.suppress(BrokenPipeError):  # the run died before taking its request: its status says how
         send_msg(pipes.ctl_w, {k: request.get(k) for k in ("code", "files", "memory_mb", "timeout_s")})
     os.close(pipes.ctl_w)
+    pipes.ctl_w = -1
     in_w = pipes.in_w
     if stdin:
         os.set_blocking(in_w, False)
     else:
         os.close(in_w)
-        in_w = -1
+        in_w = pipes.in_w = -1
     cap = Capture(st.max_output)
     streams = [pipes.out_r, pipes.err_r]
     g_exit = os.pidfd_open(g_pid)  # readable once G has exited
@@ -518,7 +565,7 @@ def serve_one(conn: socket.socket, st: Settings, g_pid: int, report: dict, pipes
                 if sent >= len(stdin):
                     poller.unregister(in_w)
                     os.close(in_w)
-                    in_w = -1
+                    in_w = pipes.in_w = -1
             elif fd == pipes.done_r:
                 chunk = os.read(fd, 4)
                 done += chunk
@@ -553,7 +600,7 @@ def serve_one(conn: socket.socket, st: Settings, g_pid: int, report: dict, pipes
             exit_code = os.WEXITSTATUS(wstatus)
         elif os.WIFSIGNALED(wstatus):
             exit_code = -os.WTERMSIG(wstatus)
-            cpu_limited = -exit_code in (signal.SIGXCPU, signal.SIGKILL) and not killed
+            cpu_limited = -exit_code == signal.SIGXCPU  # RLIMIT_CPU's soft limit
     reply = {
         "stdout": cap.text(pipes.out_r),
         "stderr": cap.text(pipes.err_r),
@@ -590,7 +637,7 @@ def main() -> None:
     if cfg.get("oneshot_fd") is not None:
         # Cold mode (the benchmark's baseline): this process is the supervisor of a single run, nothing preloaded.
         conn = socket.socket(fileno=int(cfg["oneshot_fd"]))
-        supervisor(st, lambda: conn, [conn])
+        worker(st, lambda: conn, [conn], runs=1)
         return
     loaded, failed = preload(cfg["preload"])
     if len(os.listdir("/proc/self/task")) != 1:  # unshare(CLONE_NEWUSER) needs a single-threaded process
@@ -616,7 +663,7 @@ def main() -> None:
             if pid == 0:
                 code = 0
                 try:
-                    supervisor(st, lambda: listener.accept()[0], [listener])
+                    worker(st, lambda: listener.accept()[0], [listener])
                 except BaseException as exc:
                     sys.stderr.write(f"agentrl sandbox supervisor: {type(exc).__name__}: {exc}\n")
                     code = 3

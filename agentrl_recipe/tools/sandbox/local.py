@@ -2,7 +2,8 @@
 
 The host side of :mod:`agentrl_recipe.tools.sandbox._zygote`. One ``bwrap`` sandbox per backend instance holds the
 warm interpreter; requests travel over a unix socket (length-prefixed JSON) and each runs in its own freshly forked,
-namespaced, rlimited, seccomp-filtered process (see the zygote's docstring for the process tree).
+namespaced, rlimited, seccomp-filtered process (see the zygote's docstring for the process tree). ``pool_size`` runs
+execute at once; twice as many slots are kept so a prepared run is waiting whenever a request arrives.
 
 The sandbox as a whole: non-root uid (65534 when the host process is root — RLIMIT_NPROC means nothing for uid 0),
 user/pid/net/ipc/uts/cgroup namespaces, an empty tmpfs root holding only read-only /usr, the venv's site-packages (for
