@@ -247,7 +247,7 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         if self._hermes:
             found = check_hermes_blocks(text, found)
         calls = [check_call(call, getattr(agent_data, "_active_tools", self.tools)) for call in found]
-        stopped = self._stopped(agent_data.response_ids, sampling_params)
+        stopped = self._stopped(agent_data, sampling_params)
         if not stopped:
             # cut off by the budget mid-call: the model never finished that call, so it is not malformed
             calls = [call for call in calls if getattr(call, "kind", None) != "unclosed"]
@@ -306,11 +306,18 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         finally:
             agent_data.tool_calls = all_calls
 
-    def _stopped(self, response_ids: list[int], sampling_params: dict[str, Any]) -> bool:
-        """Whether the turn ended on a stop token (the model stopped) rather than on the token budget."""
+    def _stopped(self, agent_data: AgentData, sampling_params: dict[str, Any]) -> bool:
+        """Whether the model ended the turn, rather than the token budget cutting it off.
+
+        verl's per-call budget is never below what is left of ``response_length``, so a cut-off turn always fills
+        the response; a turn that did not, or that ends on a stop token, was ended by the model (a model may also
+        stop on EOS ids of its generation config that the tokenizer does not name).
+        """
+        if len(agent_data.response_mask) < self.response_length:
+            return True
         stop_ids = {self.tokenizer.eos_token_id, *(sampling_params.get("stop_token_ids") or ())}
         stop_ids.update(self.tool_parser.stop_token_ids)
-        return bool(response_ids) and response_ids[-1] in stop_ids
+        return bool(agent_data.response_ids) and agent_data.response_ids[-1] in stop_ids
 
     def _generation_termination(self, agent_data: AgentData) -> Termination:
         # Same order as verl's checks in _handle_generating_state.
