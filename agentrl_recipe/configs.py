@@ -134,7 +134,7 @@ def list_configs() -> list[tuple[str, str, str]]:
     """(name, kind, one-line description) of every runnable shipped config."""
     root = config_dir()
     out = []
-    for path in sorted(root.rglob("*.yaml")):
+    for path in sorted(root.rglob("*.yaml"), key=lambda p: (len(p.relative_to(root).parts), str(p))):
         rel = path.relative_to(root)
         if rel.parts[0] in NOT_RUNNABLE:
             continue
