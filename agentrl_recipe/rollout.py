@@ -33,8 +33,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agentrl_recipe import names
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIG_DIR = REPO_ROOT / "verl_configs"
 DEFAULT_CONFIG_NAME = "agentrl_rl"
 ROW_INDEX = "agentrl_row_index"  # non_tensor_batch columns the rollout adds to find its records again
 SAMPLE_INDEX = "agentrl_sample_index"
@@ -114,14 +112,19 @@ def compose_config(
 ) -> DictConfig:
     """The recipe's verl config for an in-process rollout of ``model_path``.
 
-    ``overrides`` are hydra overrides applied last (``key=value``, ``+key=value``). ``prompt_length`` /
+    ``config_dir`` defaults to the shipped ``verl_configs/`` (``$AGENTRL_CONFIG_DIR``, else the checkout of an editable
+    install). ``overrides`` are hydra overrides applied last (``key=value``, ``+key=value``). ``prompt_length`` /
     ``response_length`` set ``data.max_prompt_length`` / ``data.max_response_length``, which verl's rollout config
     and the reward's ``max_resp_len`` follow. A relative ``multi_turn.tool_config_path`` is resolved against the
-    current directory, then the repository root, as verl would resolve it when launched from the repository.
+    current directory, then the checkout holding ``config_dir``, as verl would resolve it launched from there.
     """
     from hydra import compose
 
-    config_dir = Path(config_dir) if config_dir is not None else DEFAULT_CONFIG_DIR
+    if config_dir is None:
+        from agentrl_recipe.configs import config_dir as shipped_config_dir  # $AGENTRL_CONFIG_DIR or the checkout
+
+        config_dir = shipped_config_dir()
+    config_dir = Path(config_dir)
     if not (config_dir / f"{config_name}.yaml").is_file():
         raise FileNotFoundError(f"no config {config_name}.yaml in {config_dir}")
     base = [
@@ -141,14 +144,15 @@ def compose_config(
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
     with open_dict(cfg):
         for key in ("tool_config_path", "function_tool_path"):
-            multi_turn[key] = _resolve_repo_path(multi_turn.get(key))
+            multi_turn[key] = _resolve_repo_path(multi_turn.get(key), config_dir.parent)
     return cfg
 
 
-def _resolve_repo_path(path: str | None) -> str | None:
+def _resolve_repo_path(path: str | None, root: Path) -> str | None:
+    """``path`` as verl would open it from ``root`` (the checkout holding verl_configs/), unless it exists here."""
     if not path or Path(path).is_absolute() or Path(path).exists():
         return path
-    candidate = REPO_ROOT / path
+    candidate = root / path
     return str(candidate) if candidate.exists() else path
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from agentrl_recipe.rollout import REPO_ROOT, compose_config
+from agentrl_recipe.configs import config_dir
+from agentrl_recipe.rollout import compose_config
 
-TOOL_CONFIG = REPO_ROOT / "verl_configs" / "tools" / "code_interpreter.yaml"
+TOOL_CONFIG = config_dir() / "tools" / "code_interpreter.yaml"
 TEMPLATES = Path(__file__).parent / "templates"
 
 

@@ -8,7 +8,8 @@ import pytest
 from loop_helpers import row
 
 from agentrl_recipe import names
-from agentrl_recipe.rollout import REPO_ROOT, ROW_INDEX, SAMPLE_INDEX, compose_config, make_batch, rollout
+from agentrl_recipe.configs import config_dir
+from agentrl_recipe.rollout import ROW_INDEX, SAMPLE_INDEX, compose_config, make_batch, rollout
 
 
 def test_compose_config_is_the_rl_config_for_an_in_process_rollout(tiny_model_dir, base_cfg):
@@ -30,7 +31,7 @@ def test_relative_tool_config_resolves_against_the_repo(tiny_model_dir, tmp_path
     monkeypatch.chdir(tmp_path)  # not the repository: verl's own resolution would miss the file
     cfg = compose_config(tiny_model_dir, record_messages=False)
     path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
-    assert Path(path).is_absolute() and Path(path).parent == REPO_ROOT / "verl_configs" / "tools"
+    assert Path(path).is_absolute() and Path(path).parent == config_dir() / "tools"
     assert cfg.agentrl.agent_loop.record_messages is False
     with pytest.raises(FileNotFoundError, match=r"no config nope\.yaml"):
         compose_config(tiny_model_dir, config_name="nope")
