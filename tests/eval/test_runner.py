@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ScriptedGenerator
+from eval_helpers import ScriptedGenerator
 
 from agentrl_recipe.eval import EvalConfig, run_eval
 from agentrl_recipe.eval import cli as eval_cli
@@ -182,7 +182,7 @@ def test_cli_report_and_compare(eval_parquet: Path, tmp_path: Path, capsys: pyte
 
 def test_fixture_parquet_matches_its_readable_source() -> None:
     import pyarrow.parquet as pq
-    from conftest import EVAL_PARQUET, FIXTURES
+    from eval_helpers import EVAL_PARQUET, FIXTURES
 
     rows = [json.loads(line) for line in (FIXTURES / "eval_small.jsonl").read_text().splitlines() if line.strip()]
     assert pq.read_table(EVAL_PARQUET).to_pylist() == rows  # rebuild with tests/eval/fixtures/make_fixtures.py
