@@ -66,7 +66,10 @@ class DemoSettings:
     # task and data
     sft_problems: int = 320  # teacher trajectories attempted (the SFT set is the verified ones)
     eval_problems: int = 32  # held-out problems, disjoint from training by (template, a, b)
-    eval_samples: int = 4  # k in avg@k / pass@k
+    eval_samples: int = 4  # k in avg@k / pass@k [paper 32]
+    # Eval samples the policy RL trains (temperature 1, top_p 1). [paper: top_p 0.6, near-greedy for a tiny model,
+    # which hides what RL changes in the sampled policy]; the eval report lists every deviation from the paper.
+    eval_top_p: float = 1.0
     prompts_per_step: int = 8
     group_size: int = 8  # rollout.n [paper 16]
     # tiny model
@@ -77,7 +80,7 @@ class DemoSettings:
     sft_batch_size: int = 16
     sft_lr: float = 3e-3
     # RL
-    rl_lr: float = 3e-4  # [paper 1e-6 for a 4B model]
+    rl_lr: float = 1e-3  # [paper 1e-6 for a 4B model]
     ppo_mini_batches: int = 2  # optimizer steps per rollout batch [paper: 64 prompts / 16 per mini-batch = 4]
     prompt_length: int = 384
     response_length: int = 160
@@ -231,7 +234,7 @@ async def _teacher_sft_set(s: DemoSettings, cfg: Any, tokenizer: Any, problems: 
         result = await arollout(rows, client, cfg, n=1, score=True, progress=True)
     tool_schemas = _tool_schemas(cfg)
     sft_rows, rejected = [], 0
-    for rec in result.records:
+    for rec in sorted(result.records, key=lambda r: r.row_index):  # completion order varies; the SFT set must not
         problem = problems[rec.row_index]
         verified = compute_score(demo_task.DATA_SOURCE, rec.response, problem.answer)
         if rec.messages is None or (rec.score or 0.0) <= 0.0 or not verified.get("acc"):
@@ -327,6 +330,8 @@ async def _evaluate(
         out_dir=str(out),
         label=label,
         n_samples=s.eval_samples,
+        temperature=1.0,
+        top_p=s.eval_top_p,
         max_prompt_length=s.prompt_length,
         max_response_length=s.response_length,
         max_assistant_turns=s.max_turns,
