@@ -370,7 +370,8 @@ def run_code(st: Settings, pipes: Pipes) -> None:
         _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={st.scratch_mb}m,mode=700")
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777")
-        report["private_proc"] = os.path.exists("/proc/1/cmdline") and os.getpid() != 1
+        with open("/proc/1/cmdline", "rb") as f:  # pid 1 of the visible /proc: the slot's init, or bwrap's
+            report["private_proc"] = not f.read().startswith(b"bwrap")
         os.dup2(pipes.in_r, 0)
         os.dup2(pipes.out_w, 1)
         os.dup2(pipes.err_w, 2)

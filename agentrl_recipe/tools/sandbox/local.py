@@ -31,7 +31,7 @@ from typing import Any
 
 from agentrl_recipe.config import SandboxConfig
 from agentrl_recipe.tools.sandbox.subprocess_backend import child_env
-from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox, SandboxError, classify
+from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox, SandboxError, classify, status_message
 
 logger = logging.getLogger(__name__)
 
@@ -182,11 +182,7 @@ def result_from_reply(reply: dict[str, Any], timeout_s: float, memory_mb: int, m
         truncated=bool(reply.get("truncated")),
         cpu_limited=bool(reply.get("cpu_limited")),
     )
-    message = {
-        "timeout": f"killed after {timeout_s:g} s (wall-clock or CPU time limit)",
-        "memory_exceeded": f"memory limit of {memory_mb} MB exceeded",
-        "output_truncated": f"output exceeded {max_output} bytes; the run was stopped and its output cut",
-    }.get(status, "")
+    message = status_message(status, timeout_s, memory_mb, max_output)
     if status == "runtime_error" and isinstance(exit_code, int) and exit_code < 0:
         message = f"killed by signal {-exit_code}"
     return ExecResult(

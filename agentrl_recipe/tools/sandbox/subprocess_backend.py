@@ -16,7 +16,7 @@ import tempfile
 import warnings
 
 from agentrl_recipe.tools.sandbox._capture import communicate_capped
-from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox, classify
+from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox, classify, status_message
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class SubprocessSandbox(Sandbox):
             stderr=stderr,
             exit_code=cap.exit_code,
             duration_s=cap.duration_s,
-            message=_message(status, timeout_s, memory_mb, self.max_output_bytes),
+            message=status_message(status, timeout_s, memory_mb, self.max_output_bytes),
         )
 
 
@@ -121,11 +121,3 @@ def _rlimits(timeout_s: float, memory_mb: int) -> list[tuple[int, int]]:
 def _apply(limits: list[tuple[int, int]]) -> None:
     for which, value in limits:
         resource.setrlimit(which, (value, value))
-
-
-def _message(status: str, timeout_s: float, memory_mb: int, cap: int) -> str:
-    return {
-        "timeout": f"killed after {timeout_s:g} s (wall or CPU time limit)",
-        "memory_exceeded": f"memory limit of {memory_mb} MB exceeded",
-        "output_truncated": f"output exceeded {cap} bytes; the run was stopped and its output cut",
-    }.get(status, "")

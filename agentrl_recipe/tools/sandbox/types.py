@@ -86,6 +86,15 @@ def classify(
     return "runtime_error"
 
 
+def status_message(status: str, timeout_s: float, memory_mb: int, max_output_bytes: int) -> str:
+    """The one-line ``ExecResult.message`` every backend gives for a limit the code hit."""
+    return {
+        "timeout": f"killed after {timeout_s:g} s (wall-clock or CPU time limit)",
+        "memory_exceeded": f"memory limit of {memory_mb} MB exceeded",
+        "output_truncated": f"output exceeded {max_output_bytes} bytes; the run was stopped and its output cut",
+    }.get(status, "")
+
+
 def _ends_with_memory_error(stderr: str) -> bool:
     # A Python MemoryError (RLIMIT_AS hit) is the last line of the traceback: "MemoryError" or "MemoryError: ...".
     lines = [ln for ln in stderr.rstrip().splitlines() if ln.strip()]
