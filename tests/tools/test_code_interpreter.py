@@ -164,3 +164,33 @@ def test_format_result():
     assert format_result(ExecResult("ok", stdout="a\n", stderr="w\n"), 30, 2048) == "a\nw\n"
     assert format_result(ExecResult("memory_exceeded", stderr="MemoryError\n"), 30, 2048).endswith("(limit 2048 MB).")
     assert format_result(ExecResult("timeout"), 30, 2048) == "Execution timed out after 30 seconds."
+
+
+def test_global_limit_spans_workers_through_one_ray_actor():
+    ray = pytest.importorskip("ray")
+    from agentrl_recipe.tools.rate_limit import GlobalLimiter
+
+    assert not GlobalLimiter.maybe(None).enabled
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        # Two tools in two workers would each build a limiter: both resolve to the same named actor.
+        first, second = GlobalLimiter.maybe(1), GlobalLimiter.maybe(1)
+        assert first.enabled and second.enabled
+        log: list[tuple[str, str]] = []
+
+        async def hold(limiter, name):
+            async with limiter.slot():
+                log.append(("in", name))
+                await asyncio.sleep(0.3)
+                log.append(("out", name))
+
+        async def both():
+            await asyncio.gather(hold(first, "a"), hold(second, "b"))
+
+        asyncio.run(both())
+        assert log[0][0] == "in" and log[1] == ("out", log[0][1])  # never two inside at once
+    finally:
+        if started_here:
+            ray.shutdown()
