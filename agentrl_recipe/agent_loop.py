@@ -385,9 +385,9 @@ def batch_metrics(
     if not tool_rows:
         return out
     calls = [int(c) for c in column(names.FIELD_TOOL_CALLS)]
-    statuses = Counter(str(s) for row in column(names.FIELD_TOOL_STATUSES) for s in row)
-    latencies = [float(x) for row in column(names.FIELD_TOOL_LATENCY_S) for x in row]
-    malformed = Counter(str(k) for row in column(names.FIELD_MALFORMED_KINDS) for k in row)
+    statuses = Counter(str(s) for row in column(names.FIELD_TOOL_STATUSES) for s in row or ())
+    latencies = [float(x) for row in column(names.FIELD_TOOL_LATENCY_S) for x in row or ()]
+    malformed = Counter(str(k) for row in column(names.FIELD_MALFORMED_KINDS) for k in row or ())
     terminations = Counter(str(t) for t in column(names.FIELD_TERMINATION))
     total_calls = sum(calls)
     out[f"{prefix}/calls_per_traj/mean"] = float(np.mean(calls))

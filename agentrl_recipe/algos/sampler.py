@@ -69,6 +69,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync, _
 from agentrl_recipe.algos import roc
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 from agentrl_recipe.config import from_mapping, section
+from agentrl_recipe.training_metrics import step_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -161,8 +162,11 @@ class _MaskingMixin:
     def _apply_masks(self, batch: KVBatchMeta) -> dict[str, float]:
         if batch.partition_id == "val" or not batch.keys:
             return {}
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "data_source"]
+        )
         records = [trajectory_fields(getattr(value, "data", value)) for value in data["extra_fields"]]
+        data_sources = [getattr(value, "data", value) for value in data["data_source"]]
         lengths = [tag.get("response_len") for tag in batch.tags]
         if any(length is None for length in lengths):
             responses = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["responses"])
@@ -170,6 +174,7 @@ class _MaskingMixin:
         result = compute_trajectory_masks(records, lengths, self.settings.max_response_length, self.settings.masks)
         masked = list(result.masked)
         metrics = result.metrics(prefix="training/masks")
+        metrics.update(step_metrics(records, data_sources))  # tool and per-source reward metrics of the step
         if self.settings.roc.enable:
             metrics.update(self._apply_roc(batch, records, masked))
         masked_keys = [key for key, is_masked in zip(batch.keys, masked, strict=True) if is_masked]

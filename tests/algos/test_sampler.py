@@ -53,6 +53,7 @@ class ScriptedRollout:
                         "loss_mask": torch.ones(length, dtype=torch.int64),
                         "rm_scores": torch.tensor([0.0] * (length - 1) + [acc]),
                         "extra_fields": extra,
+                        "data_source": "math_dapo",
                     }
                 )
                 tags.append({"status": "success", "response_len": length, "seq_len": 2 + length, "global_steps": 1})
@@ -224,6 +225,8 @@ def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
     assert metrics["training/masks/void_turn_ratio"] == pytest.approx(1 / (B * N))
     assert metrics["training/masks/infra_failure_ratio"] == pytest.approx(1 / (B * N))
     assert "training/filter_groups/cap_reached" not in metrics  # dynamic sampling is off
+    # the step's reward metrics reach verl's tracker through the buffer's metrics
+    assert metrics["reward/math_dapo/acc"] == pytest.approx(1 / N)
 
 
 def test_sampler_kwargs_are_validated() -> None:
