@@ -183,3 +183,23 @@ def test_cli_serve_speaks_run_code():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_forked_child_gets_its_own_sandbox():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        parent_sb = get_sandbox(SandboxConfig(backend="subprocess"))
+        assert parent_sb.run("print(1)").stdout == "1\n"
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: the inherited instance has no loop thread; get_sandbox must build a new one
+            try:
+                sb = get_sandbox(SandboxConfig(backend="subprocess"))
+                ok = sb is not parent_sb and sb.run("print(2)").stdout == "2\n"
+                os.write(w, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(w)
+        answer = os.read(r, 1)
+        os.waitpid(pid, 0)
+    assert answer == b"1"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import os
 import threading
 import time
 from typing import Any
@@ -82,6 +83,17 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
+
+
+def _after_fork_in_child() -> None:
+    # A forked child (DataLoader worker, multiprocessing) inherits the instances but not their loop threads or pool
+    # processes: calls would hang. Forget them (the parent still owns them); the child builds its own on first use.
+    global _lock
+    _lock = threading.Lock()
+    _instances.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def health_check(cfg: SandboxConfig | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
