@@ -649,7 +649,7 @@ def main() -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(4096)
-    workers = int(cfg["standby"])
+    workers = int(cfg["slots"])
     children: set[int] = set()
     failures = 0
     gc.collect()

@@ -85,7 +85,7 @@ def preflight() -> str:
 class BwrapCommand:
     """Builds the bwrap command line and the fds it needs; shared by the pool and the benchmark's cold baseline."""
 
-    def __init__(self, cfg: SandboxConfig, *, standby: int, preload: list[str], oneshot_fd: int | None = None) -> None:
+    def __init__(self, cfg: SandboxConfig, *, slots: int, preload: list[str], oneshot_fd: int | None = None) -> None:
         self.cfg = cfg
         self.bwrap = preflight()
         self.rundir = tempfile.mkdtemp(prefix="agentrl-sbx-")
@@ -125,7 +125,7 @@ class BwrapCommand:
             "socket_dir": SOCKET_DIR,
             "site_dirs": inner_sites,
             "preload": preload,
-            "standby": standby,
+            "slots": slots,
             "max_output_bytes": cfg.max_output_bytes,
             "scratch_mb": SCRATCH_MB,
             "max_processes": MAX_PROCESSES,
@@ -225,7 +225,7 @@ class LocalSandbox(Sandbox):
 
     # ------------------------------------------------------------------ lifecycle (on the backend loop)
     async def _start(self) -> None:
-        cmd = BwrapCommand(self.cfg, standby=2 * self.pool_size, preload=PRELOAD)
+        cmd = BwrapCommand(self.cfg, slots=2 * self.pool_size, preload=PRELOAD)
         self._cmd = cmd
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -339,7 +339,7 @@ def main_cold_run(cfg: SandboxConfig, code: str, timeout_s: float = 30.0, memory
     The benchmark's baseline (what a spawn-per-call sandbox costs); not used by the recipe itself.
     """
     parent, child = socket.socketpair()
-    cmd = BwrapCommand(cfg, standby=0, preload=[], oneshot_fd=child.fileno())
+    cmd = BwrapCommand(cfg, slots=0, preload=[], oneshot_fd=child.fileno())
     start = time.monotonic()
     try:
         proc = subprocess.Popen(cmd.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **cmd.popen_kwargs())
