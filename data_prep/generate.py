@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from agentrl_recipe import names
+from agentrl_recipe.agent_loop import Termination
 from data_prep.io import fingerprint, is_up_to_date, mark_done
 from data_prep.rollouts import add_rollout_arguments, compose, load_problems, progress_log, run_problems
 from data_prep.rows import ConvertError
@@ -28,6 +29,8 @@ from data_prep.sft_format import load_tool_schemas, normalize_messages, sft_row
 from data_prep.text import normalize_text
 
 GENERATE_VERSION = 1
+# The teacher stopped by itself (not cut by a turn or length budget); None: a loop that does not report it.
+_NATURAL_ENDINGS = (None, Termination.ANSWER.value, Termination.NO_TOOL_CALL.value)
 
 
 def trajectory_rejection(rec: Any, args: argparse.Namespace) -> str | None:
@@ -37,7 +40,7 @@ def trajectory_rejection(rec: Any, args: argparse.Namespace) -> str | None:
         return "sandbox_infra_error"  # not the teacher's fault, and not verifiable
     if not acc:
         return "wrong_answer"
-    if rec.termination not in (None, "no_tool_call"):
+    if rec.termination not in _NATURAL_ENDINGS:
         return f"truncated_{rec.termination}"
     if rec.tool_calls < args.min_tool_calls:
         return "too_few_tool_calls"
