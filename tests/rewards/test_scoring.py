@@ -113,7 +113,7 @@ def test_isolated_pool_kills_a_call_that_overruns() -> None:
         start = time.monotonic()
         with pytest.raises(GraderTimeout):
             pool.call("time:sleep", 30, timeout_s=0.5)
-        assert time.monotonic() - start < 5
+        assert time.monotonic() - start < 20  # far below the 30 s the call wanted; slack for a loaded machine
         assert pool.call("time:sleep", 0, timeout_s=10) is None  # a fresh worker replaced the killed one
     finally:
         pool.close()
