@@ -76,11 +76,13 @@ class DemoSettings:
     hidden_size: int = 64
     num_layers: int = 2
     # SFT
-    sft_steps: int = 400
+    sft_steps: int = 600  # the copy skill appears around step 350-450 (loss 0.17 -> 0.01); see README
     sft_batch_size: int = 16
     sft_lr: float = 3e-3
     # RL
-    rl_lr: float = 1e-3  # [paper 1e-6 for a 4B model]
+    # [paper 1e-6 for a 4B model]. Measured here: 1e-3 collapses the tiny policy within 10 steps (held-out avg@4
+    # 0.38 -> 0.17, tool calls 0.9 -> 0.4 per trajectory); 1e-4 and 3e-4 keep it stable.
+    rl_lr: float = 1e-4
     ppo_mini_batches: int = 2  # optimizer steps per rollout batch [paper: 64 prompts / 16 per mini-batch = 4]
     prompt_length: int = 384
     response_length: int = 160
