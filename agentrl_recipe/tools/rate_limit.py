@@ -44,8 +44,12 @@ class GlobalLimiter:
         self.actor = actor
 
     @classmethod
-    def maybe(cls, limit: int | None) -> GlobalLimiter:
-        """The job-wide limiter when Ray is initialized and ``limit`` is set, else a no-op one."""
+    def maybe(cls, limit: int | None, *, name: str = ACTOR_NAME) -> GlobalLimiter:
+        """The job-wide limiter when Ray is initialized and ``limit`` is set, else a no-op one.
+
+        Every caller with the same ``name`` shares one actor; asking for a different ``limit`` than the existing
+        actor holds is an error (silently keeping the first limit would under- or over-subscribe the sandboxes).
+        """
         if not limit:
             return cls(None)
         try:
@@ -55,7 +59,13 @@ class GlobalLimiter:
         if not ray.is_initialized():
             return cls(None)
         actor_cls = ray.remote(num_cpus=0, max_concurrency=max(1000, 4 * int(limit)))(_Permits)
-        actor = actor_cls.options(name=ACTOR_NAME, get_if_exists=True, lifetime=None).remote(int(limit))
+        actor = actor_cls.options(name=name, get_if_exists=True, lifetime=None).remote(int(limit))
+        existing = ray.get(actor.stats.remote())["limit"]
+        if existing != int(limit):
+            raise ValueError(
+                f"the job-wide sandbox limiter {name!r} already exists with limit {existing}, not {limit}: give every "
+                "code_interpreter tool config the same global_max_concurrency"
+            )
         return cls(actor)
 
     @property

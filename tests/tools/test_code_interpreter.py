@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import types
+import uuid
 from pathlib import Path
 
 import pytest
@@ -176,8 +177,12 @@ def test_global_limit_spans_workers_through_one_ray_actor():
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         # Two tools in two workers would each build a limiter: both resolve to the same named actor.
-        first, second = GlobalLimiter.maybe(1), GlobalLimiter.maybe(1)
+        # (a name of its own: other tests in this Ray session may have made the default limiter with limit 128)
+        name = f"test_limiter_{uuid.uuid4().hex[:8]}"
+        first, second = GlobalLimiter.maybe(1, name=name), GlobalLimiter.maybe(1, name=name)
         assert first.enabled and second.enabled
+        with pytest.raises(ValueError, match="already exists with limit 1"):
+            GlobalLimiter.maybe(2, name=name)
         log: list[tuple[str, str]] = []
 
         async def hold(limiter, name):
