@@ -30,6 +30,9 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+REAP_GRACE_S = 5.0
+
+
 async def communicate_capped(
     proc: asyncio.subprocess.Process, stdin: bytes | None, timeout_s: float, max_output_bytes: int
 ) -> Captured:
@@ -71,7 +74,12 @@ async def communicate_capped(
         if waiter not in done:
             timed_out = not overflow.is_set()
             kill_group(proc.pid)
-        await waiter
+            # SIGKILLed: the exit is immediate, but asyncio's child watcher can miss it (another waiter in the
+            # process reaped the pid first); never let that hang the call.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), timeout=REAP_GRACE_S)
+        else:
+            await waiter
         kill_group(proc.pid)  # background children of a finished run
         # Pipes close once every holder is dead; a grandchild we could not reach must not hang us.
         outs = await asyncio.wait_for(asyncio.gather(*readers), timeout=5)
