@@ -29,16 +29,14 @@ def section(trainer_config: Any, name: str) -> dict[str, Any]:
     if root is None:
         return {}
     value = root.get(name) if hasattr(root, "get") else None
-    if value is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
+    return {} if value is None else dict(to_plain(value))
 
-        if isinstance(value, DictConfig):
-            return OmegaConf.to_container(value, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    return dict(value)
+
+def to_plain(value: Any) -> Any:
+    """An OmegaConf node resolved to plain dicts/lists; any other value unchanged."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def from_mapping(cls: type[T], values: Mapping[str, Any] | None, *, where: str) -> T:

@@ -68,7 +68,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync, _
 
 from agentrl_recipe.algos import roc
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
-from agentrl_recipe.config import from_mapping, section
+from agentrl_recipe.config import from_mapping, section, to_plain
 from agentrl_recipe.training_metrics import step_metrics
 
 logger = logging.getLogger(__name__)
@@ -140,13 +140,7 @@ class SamplerSettings:
 def _to_plain(value: Any) -> Any:
     if value is None or isinstance(value, MaskConfig | FilterGroups | roc.RoCConfig):
         return dataclasses.asdict(value) if value is not None else None
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(value, DictConfig):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
+    value = to_plain(value)
     return dict(value) if isinstance(value, Mapping) else value
 
 

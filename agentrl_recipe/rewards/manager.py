@@ -29,13 +29,12 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
 from agentrl_recipe import names
-from agentrl_recipe.config import SandboxConfig, from_mapping
+from agentrl_recipe.config import SandboxConfig, from_mapping, to_plain
 from agentrl_recipe.rewards import scoring
 from agentrl_recipe.rewards.isolation import GraderTimeout
 
@@ -161,9 +160,7 @@ def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> None:
 
 
 def _plain(values: Any) -> dict[str, Any]:
-    if isinstance(values, DictConfig):
-        return OmegaConf.to_container(values, resolve=True)  # type: ignore[return-value]
-    return dict(values or {})
+    return dict(to_plain(values) or {})
 
 
 # --- the shaping rules, as pure functions (tested directly and through the manager) ---
