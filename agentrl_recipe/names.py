@@ -10,12 +10,14 @@ AGENT_LOOP = "agentrl_tool_agent"  # verl.experimental.agent_loop registry
 REWARD_MANAGER = "agentrl_reward"  # verl.experimental.reward_loop.reward_manager registry
 POLICY_LOSS = "agentrl_tcr"  # verl.trainer.ppo.core_algos.register_policy_loss
 ADV_ESTIMATOR = "agentrl_grpo"  # verl.trainer.ppo.core_algos.register_adv_est
+PLATFORM = "agentrl_cpu"  # verl.plugin.platform.PlatformRegistry; selected with VERL_PLATFORM=agentrl_cpu
 
 REGISTERED = {
     "agent_loop": AGENT_LOOP,
     "reward_manager": REWARD_MANAGER,
     "policy_loss": POLICY_LOSS,
     "adv_estimator": ADV_ESTIMATOR,
+    "platform": PLATFORM,
 }
 
 # --- the tool (resolved by class path from verl_configs/tools/*.yaml, not a registry) ---

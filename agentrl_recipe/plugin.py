@@ -8,7 +8,9 @@ What is registered (names in :mod:`agentrl_recipe.names`):
 - agent loop ``agentrl_tool_agent`` — stored by class path, so the loop module is imported lazily by the
   AgentLoopWorker that instantiates it (keeps ``import verl`` cheap in processes that never roll out);
 - reward manager ``agentrl_reward``;
-- policy loss ``agentrl_tcr`` and advantage estimator ``agentrl_grpo``.
+- policy loss ``agentrl_tcr`` and advantage estimator ``agentrl_grpo``;
+- verl platform ``agentrl_cpu`` (``VERL_PLATFORM=agentrl_cpu``; :mod:`agentrl_recipe.cpu`), and — only when it is selected — the FSDP2
+  engines for the CPU device and the gloo process-group fix.
 """
 
 from __future__ import annotations
@@ -57,12 +59,28 @@ def _register_algorithms() -> None:
         core_algos.register_adv_est(names.ADV_ESTIMATOR)(compute_grpo_masked_outcome_advantage)
 
 
+def _register_cpu_platform() -> None:
+    from verl.plugin.platform import PlatformRegistry
+
+    from agentrl_recipe.cpu import PLATFORM_NAME, cpu_platform_selected
+    from agentrl_recipe.cpu.platform import CPUPlatform
+
+    if PlatformRegistry.get(PLATFORM_NAME) is not CPUPlatform:
+        PlatformRegistry.register(PLATFORM_NAME)(CPUPlatform)
+    if cpu_platform_selected():  # only a CPU run changes verl's behaviour; GPU processes stop here
+        from agentrl_recipe.cpu import distributed, engines
+
+        distributed.apply()
+        engines.register_cpu_engines()
+
+
 def register_all() -> dict[str, str]:
     """Register every component; idempotent. Returns ``{kind: name}`` of what is registered."""
     try:
         _register_agent_loop()
         _register_reward_manager()
         _register_algorithms()
+        _register_cpu_platform()
     except Exception:
         logger.exception("agentrl_recipe plugin failed to register with verl; run `agentrl-recipe doctor`")
         raise
