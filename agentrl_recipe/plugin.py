@@ -9,8 +9,8 @@ What is registered (names in :mod:`agentrl_recipe.names`):
   AgentLoopWorker that instantiates it (keeps ``import verl`` cheap in processes that never roll out);
 - reward manager ``agentrl_reward``;
 - policy loss ``agentrl_tcr`` and advantage estimator ``agentrl_grpo``;
-- verl platform ``agentrl_cpu`` (``VERL_PLATFORM=agentrl_cpu``; :mod:`agentrl_recipe.cpu`), and — only when it is selected — the FSDP2
-  engines for the CPU device and the gloo process-group fix.
+- verl platform ``agentrl_cpu`` (``VERL_PLATFORM=agentrl_cpu``; :mod:`agentrl_recipe.cpu`), and — only when it is
+  selected — the FSDP2 engines for the CPU device and the gloo process-group fix.
 """
 
 from __future__ import annotations

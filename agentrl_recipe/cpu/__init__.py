@@ -1,8 +1,9 @@
 """verl's trainers on CPU, from the plugin: a ``cpu`` platform, the FSDP2 engines registered for it, and the one
 runtime fix of verl it needs.
 
-Selected only when asked for (``VERL_PLATFORM=agentrl_cpu``, which the CPU configs' launcher sets for the driver, torchrun and
-every Ray worker); on CUDA nothing here changes verl's behaviour. verl has no CPU path of its own (verl#3266).
+Selected only when asked for (``VERL_PLATFORM=agentrl_cpu``, which the CPU configs' launcher sets for the driver,
+torchrun and every Ray worker); on CUDA nothing here changes verl's behaviour. verl has no CPU path of its own
+(verl#3266).
 """
 
 from __future__ import annotations

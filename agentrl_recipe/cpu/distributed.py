@@ -3,8 +3,9 @@
 ``verl/utils/distributed.py::initialize_global_process_group`` (line 63) and ``initialize_global_process_group_ray``
 (line 89) build ``f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"``. On the CPU platform that is
 ``"cpu:gloo,cpu:gloo"``, which torch rejects (a device type may appear once). Both are replaced, in
-``verl.utils.distributed`` only and only when ``VERL_PLATFORM=agentrl_cpu``, by versions that pass ``"gloo"``; the rest is
-verl's own function. It must run before ``verl.workers.engine_workers`` binds the name (``from … import`` at its
+``verl.utils.distributed`` only and only when ``VERL_PLATFORM=agentrl_cpu``, by versions that pass ``"gloo"``;
+the rest is verl's own function. It must run before ``verl.workers.engine_workers`` binds the name (``from …
+import`` at its
 line 38): the plugin applies it while ``import verl`` loads plugins, before any worker module is imported.
 
 Upstream: UPSTREAM.md "CPU device: process-group backend string" (patch ``upstream/0005-*``); delete this module once
