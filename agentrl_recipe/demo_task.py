@@ -199,3 +199,101 @@ def dump_jsonl(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tmp.replace(path)
     return path
+
+
+# ---------------------------------------------------------------------------------------------------- model and SFT set
+
+PROMPT_LENGTH = 384  # tokens; a rendered demo prompt with the tool schema is ~250
+RESPONSE_LENGTH = 160  # tokens, tool output included; the teacher's two turns take ~60
+MAX_TURNS = 3  # assistant turns; the task needs 2
+
+
+def task_rollout_config(model_dir: Path, *, extra_overrides: Sequence[str] = ()) -> Any:
+    """The recipe's RL config at the demo task's sizes, for in-process rollouts (teacher, eval)."""
+    from agentrl_recipe.rollout import compose_config
+
+    overrides = [
+        f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={MAX_TURNS}",
+        f"actor_rollout_ref.rollout.multi_turn.max_user_turns={MAX_TURNS}",
+        f"reward.reward_kwargs.overlong_buffer_cfg.len={RESPONSE_LENGTH // 4}",
+        *extra_overrides,
+    ]
+    return compose_config(model_dir, overrides=overrides, prompt_length=PROMPT_LENGTH, response_length=RESPONSE_LENGTH)
+
+
+def tool_schemas(cfg: Any) -> list[dict[str, Any]]:
+    """The tool schemas of ``cfg``'s tool config, as the chat template receives them."""
+    import contextlib
+    import io
+
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    with contextlib.redirect_stdout(io.StringIO()):  # verl's BaseTool prints its schema when built
+        tools = initialize_tools_from_config(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path)
+    return [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for t in tools]
+
+
+def build_task_model(
+    out_dir: Path, problems: Sequence[Problem], *, seed: int, hidden_size: int, num_layers: int
+) -> Path:
+    """The tiny model, its BPE also trained on the task's rendered conversations (a tiny model learns them faster)."""
+    from agentrl_recipe.tiny_model import TinyModelSpec, build_tiny_model, build_tokenizer
+
+    schemas = tool_schemas(task_rollout_config(Path("unused")))
+    renderer = build_tokenizer(TinyModelSpec(corpus_lines=50))  # only its chat template is used here
+    corpus = tuple(
+        renderer.apply_chat_template(teacher_messages(p, f"{p.answer}\n"), tools=schemas, tokenize=False)
+        for p in problems
+    )
+    spec = TinyModelSpec(
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        intermediate_size=4 * hidden_size,
+        max_position_embeddings=2 * (PROMPT_LENGTH + RESPONSE_LENGTH),
+        seed=seed,
+        extra_corpus=corpus,
+    )
+    return build_tiny_model(out_dir, spec)
+
+
+async def teacher_sft_set(model_dir: Path, problems: Sequence[Problem], out_path: Path) -> dict[str, Any]:
+    """Real trajectories of the scripted teacher through the agent loop and sandbox, verified, as an SFT parquet.
+
+    Returns counts (attempted, kept, rejected, tool calls and failures, tool latency p50). Raises when nothing
+    verified: the sandbox is the usual cause.
+    """
+    from transformers import AutoTokenizer
+
+    from agentrl_recipe.generation.common import ContextLimits
+    from agentrl_recipe.generation.scripted import ScriptedClient
+    from agentrl_recipe.rewards.scoring import compute_score
+    from agentrl_recipe.rollout import arollout
+
+    cfg = task_rollout_config(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    client = ScriptedClient(
+        tokenizer, teacher_script(problems), limits=ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
+    )
+    client.record_calls = False
+    result = await arollout(rl_rows(problems, split="teacher"), client, cfg, n=1, score=True, progress=True)
+    schemas = tool_schemas(cfg)
+    sft_rows = []
+    for rec in sorted(result.records, key=lambda r: r.row_index):  # completion order varies; the SFT set must not
+        problem = problems[rec.row_index]
+        verified = compute_score(DATA_SOURCE, rec.response, problem.answer)
+        if rec.messages is not None and (rec.score or 0.0) > 0.0 and verified.get("acc"):
+            sft_rows.append({"messages": sft_messages(rec.messages), "tools": schemas, "data_source": DATA_SOURCE})
+    if not sft_rows:
+        raise RuntimeError(
+            "the teacher produced no verified trajectory; is the sandbox working? (agentrl-recipe doctor)"
+        )
+    write_parquet(sft_rows, out_path)
+    dump_jsonl([r.to_dict() for r in result.records], Path(out_path).with_suffix(".rollouts.jsonl"))
+    return {
+        "attempted": len(result.records),
+        "kept": len(sft_rows),
+        "rejected": len(result.records) - len(sft_rows),
+        "tool_calls": sum(r.tool_calls for r in result.records),
+        "tool_failures": sum(r.tool_failures for r in result.records),
+        "tool_latency_p50_s": result.metrics.get("agentrl_tools/latency_s/p50"),
+    }

@@ -29,9 +29,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agentrl_recipe import config as agentrl_config
-from agentrl_recipe import configs, names
+from agentrl_recipe import configs, cpu_inputs, names
+from agentrl_recipe.cpu import PLATFORM_ENV
 
 PLUGIN_MODULE = "agentrl_recipe.plugin"
 SMOKE_CONFIG = "agentrl_rl_smoke"
@@ -118,7 +120,12 @@ def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tu
         f"--config-path={directory}",
         f"--config-name={config_name}",
     ]
-    return command + overrides, {}
+    return command + overrides, platform_env(cfg)
+
+
+def platform_env(cfg: Any) -> dict[str, str]:
+    """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
+    return {PLATFORM_ENV: names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
 
 
 def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -128,6 +135,7 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     # The tool reads only its own YAML, so agentrl.sandbox's url/backend reach it (in every worker) as environment
     # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
     cfg, _ = configs.compose(name, overrides)
+    env.update(platform_env(cfg))
     sandbox = agentrl_config.section(cfg, "sandbox")
     url = args.sandbox_url or sandbox.get("url")
     if url:
@@ -217,6 +225,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"smoke inputs: {made['model']} {made['train']}")
     else:
         name = args.config or f"agentrl_{stage}"
+    if name in cpu_inputs.CPU_CONFIGS:
+        made = cpu_inputs.prepare()
+        print(f"CPU inputs: {made.model} {made.sft} {made.rl_train} {made.rl_val}")
     overrides = build_overrides(args, stage)
     report = configs.check(name, overrides, strict_paths=not args.dry_run or args.stage == "rl-smoke")
     if args.dry_run:
