@@ -72,10 +72,11 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
         "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
         "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
         "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),
+        "platform": ("verl.plugin.platform", "PlatformRegistry"),
+        "rollout_replica": ("verl.workers.rollout.replica", "RolloutReplicaRegistry"),
     }
     for kind, name in names.REGISTERED.items():
-        module, attr = lookups[kind]
-        entry = getattr(importlib.import_module(module), attr).get(name)
+        entry = _registry_entry(lookups, kind, name)
         info: dict[str, Any] = {"name": name, "registered": entry is not None}
         if entry is not None:
             target = entry["_target_"] if isinstance(entry, dict) else f"{entry.__module__}.{entry.__qualname__}"
@@ -97,6 +98,17 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
     report["hardware"] = _hardware()
     report["ok"] = not problems
     return report
+
+
+def _registry_entry(lookups: dict[str, tuple[str, str]], kind: str, name: str) -> Any:
+    """What verl's registry for ``kind`` holds under ``name`` (None when absent)."""
+    import importlib
+
+    module, attr = lookups[kind]
+    try:
+        return getattr(importlib.import_module(module), attr).get(name)
+    except ValueError:  # RolloutReplicaRegistry.get raises for an unknown name instead of returning None
+        return None
 
 
 def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
