@@ -47,7 +47,7 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, 
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe import names
+from agentrl_recipe import names, trace
 from agentrl_recipe.agent_loop_config import AgentLoopSettings
 from agentrl_recipe.render_cache import memoize_renders
 
@@ -219,6 +219,7 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         from agentrl_recipe.rewards.scoring import task_kind
 
         self._task_kind = task_kind(str(kwargs.get("data_source") or ""))
+        trace.mark(names.AGENT_LOOP)
         return await super().run(sampling_params, **kwargs)
 
     @staticmethod

@@ -136,6 +136,8 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
     cfg, _ = configs.compose(name, overrides)
     env.update(platform_env(cfg))
+    if os.environ.get(names.ENV_TRACE_DIR):  # component markers (agentrl_recipe/trace.py) from every worker
+        env[names.ENV_TRACE_DIR] = os.environ[names.ENV_TRACE_DIR]
     sandbox = agentrl_config.section(cfg, "sandbox")
     url = args.sandbox_url or sandbox.get("url")
     if url:

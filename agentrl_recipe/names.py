@@ -50,6 +50,7 @@ CONFIG_NAMESPACE = "agentrl"
 # --- environment variables ---
 ENV_SANDBOX_URL = "AGENTRL_SANDBOX_URL"  # one endpoint for the tool and the code reward
 ENV_SANDBOX_BACKEND = "AGENTRL_SANDBOX_BACKEND"  # local | sandbox_fusion | subprocess
+ENV_TRACE_DIR = "AGENTRL_TRACE_DIR"  # where each component marks the processes it ran in (agentrl_recipe/trace.py)
 
 # --- data_source values written by data prep (scoring.task_kind routes on them: "code"/"livecodebench" → code) ---
 DS_AIME24 = "aime2024"

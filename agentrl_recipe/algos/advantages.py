@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
+from agentrl_recipe import names, trace
+
 
 def compute_grpo_masked_outcome_advantage(
     token_level_rewards: torch.Tensor,
@@ -49,6 +51,7 @@ def compute_grpo_masked_outcome_advantage(
     if len(index) != token_level_rewards.shape[0]:
         raise ValueError(f"index has {len(index)} entries for {token_level_rewards.shape[0]} trajectories")
     norm_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
+    trace.mark(names.ADV_ESTIMATOR)
 
     valid = response_mask.sum(dim=-1) > 0
     advantages = torch.zeros_like(token_level_rewards, dtype=torch.float32)

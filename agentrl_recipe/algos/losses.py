@@ -46,6 +46,8 @@ from verl.trainer.ppo import core_algos
 from verl.utils import torch_functional as verl_F
 from verl.workers.config import ActorConfig
 
+from agentrl_recipe import names, trace
+
 
 def _clip_bounds(config: ActorConfig) -> tuple[float, float, float]:
     low = config.clip_ratio_low if config.clip_ratio_low is not None else config.clip_ratio
@@ -105,6 +107,7 @@ def compute_policy_loss_tcr(
             f"{compute_policy_loss_tcr.__name__} needs the actor's ActorConfig (with global_batch_info), got "
             f"{type(config).__name__}"
         )
+    trace.mark(names.POLICY_LOSS)
     pg_loss, metrics = core_algos.compute_policy_loss_vanilla(
         old_log_prob=old_log_prob,
         log_prob=log_prob,

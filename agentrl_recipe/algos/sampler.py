@@ -66,6 +66,7 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync, _accumulate_eviction_metrics
 
+from agentrl_recipe import trace
 from agentrl_recipe.algos import roc
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 from agentrl_recipe.config import from_mapping, section, to_plain
@@ -340,6 +341,7 @@ class AgentRLReplayBuffer(_MaskingMixin, ReplayBuffer):
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
         """verl's sync sampling under this step's generation budget, then the trajectory masks."""
+        trace.mark(type(self).__name__)
         training = partition_id != "val"
         self._cap_reached = False
         self._refilled = 0
@@ -411,6 +413,7 @@ class AgentRLReplayBufferAsync(_MaskingMixin, ReplayBufferAsync):
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
         batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+        trace.mark(type(self).__name__)
         metrics.update(self._apply_masks(batch))
         return batch, metrics
 

@@ -33,7 +33,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
-from agentrl_recipe import names
+from agentrl_recipe import names, trace
 from agentrl_recipe.config import SandboxConfig, from_mapping, to_plain
 from agentrl_recipe.rewards import scoring
 from agentrl_recipe.rewards.isolation import GraderTimeout
@@ -216,6 +216,7 @@ class AgentRLRewardManager(RewardManagerBase):
 
     # --- verl API ---
     async def run_single(self, data: DataProto) -> dict:
+        trace.mark(names.REWARD_MANAGER)
         item = data[-1:][0]  # multi-sequence outputs: reward the last sequence, as verl's managers do
         response_ids = item.batch["responses"]
         response_len = response_ids.shape[-1]

@@ -32,7 +32,7 @@ from typing import Any
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from agentrl_recipe import names
+from agentrl_recipe import names, trace
 from agentrl_recipe.config import SandboxConfig, from_mapping
 from agentrl_recipe.tools.code_prep import build_run, extract_code
 from agentrl_recipe.tools.rate_limit import GlobalLimiter
@@ -119,6 +119,7 @@ class CodeInterpreterTool(BaseTool):
             cell, auto_print=self.settings.auto_print, history=history.cells if history else None
         )
         queued = time.perf_counter()
+        trace.mark(names.TOOL_NAME, sandbox=type(self.sandbox).__name__)
         async with self._sem, self._global.slot():
             waited = time.perf_counter() - queued
             try:
