@@ -118,4 +118,9 @@ def compute_policy_loss_tcr(
         rollout_is_weights=rollout_is_weights,
     )
     metrics.update(clip_branch_metrics(old_log_prob, log_prob, advantages, response_mask, *_clip_bounds(config)))
+    # The token-mean denominator verl hands the loss (the mini-batch's unmasked response tokens): trajectory masks
+    # shrink it, which is how a masked trajectory leaves the mean rather than diluting it.
+    denominator = config.global_batch_info.get("batch_num_tokens")
+    if denominator is not None:
+        metrics["actor/loss_denominator_tokens"] = float(denominator)
     return pg_loss, metrics
