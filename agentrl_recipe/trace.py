@@ -30,8 +30,19 @@ def mark(component: str, **details: Any) -> None:
     path = Path(directory) / f"{component}@{host}-{pid}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"component": component, "host": host, "pid": pid, **details}, default=str))
+    marker = {"component": component, "host": host, "pid": pid, "ray_node": _ray_node_id(), **details}
+    tmp.write_text(json.dumps(marker, default=str))
     tmp.replace(path)
+
+
+def _ray_node_id() -> str | None:
+    """The Ray node this process runs on (several raylets can share one host), or None outside Ray."""
+    try:
+        import ray  # already imported in every Ray worker; here only to read the runtime context
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:
+        return None
 
 
 def read(directory: str | os.PathLike) -> list[dict[str, Any]]:
