@@ -227,7 +227,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"smoke inputs: {made['model']} {made['train']}")
     else:
         name = args.config or f"agentrl_{stage}"
-    if name in cpu_inputs.CPU_CONFIGS:
+    if name in cpu_inputs.CPU_CONFIGS and not args.data:  # the CPU configs' default inputs, built offline
         made = cpu_inputs.prepare()
         print(f"CPU inputs: {made.model} {made.sft} {made.rl_train} {made.rl_val}")
     overrides = build_overrides(args, stage)
