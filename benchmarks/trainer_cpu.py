@@ -50,10 +50,10 @@ def summarize(by_step: dict[int, dict[str, float]], wall_s: float) -> dict[str, 
     steady = [m for step, m in sorted(by_step.items()) if step > 1] or list(by_step.values())
     keys = sorted({k for m in steady for k in m if k.startswith("timing_s/")})
     out = {k: mean(m[k] for m in steady if k in m) for k in keys}
-    calls = mean(
-        m.get("agentrl_tools/calls_per_trajectory", 0.0) * m.get("agentrl_tools/trajectories", 0.0) for m in steady
-    )
-    out["tool_s_per_step_estimate"] = calls * mean(m.get("agentrl_tools/latency_s/mean", 0.0) for m in steady)
+    # Sandbox time per step, from the tool metrics: calls (their status counts) × the median call latency.
+    calls = mean(sum(v for k, v in m.items() if k.startswith("agentrl_tools/status/")) for m in steady)
+    out["tool_calls_per_step"] = calls
+    out["tool_s_per_step_estimate"] = calls * mean(m.get("agentrl_tools/latency_s/p50", 0.0) for m in steady)
     steps_s = sum(m.get("timing_s/step", 0.0) for m in by_step.values())
     out["wall_s"] = wall_s
     out["fixed_overhead_s"] = wall_s - steps_s
