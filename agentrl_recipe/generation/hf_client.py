@@ -3,8 +3,10 @@
 ``AgentLoopWorker(cfg, llm_client=HFGenerationClient(...))`` runs verl's own agent loops — prompt building, tool
 calls, masks, padding — on a local model with no vLLM and no GPU. Sampling follows vLLM's conventions: temperature 0
 is greedy, ``top_k=-1`` disables top-k, ``stop_token_ids`` stop like EOS and are returned, the token budget is the
-vLLM server's (:meth:`ContextLimits.max_new_tokens`), and logprobs are the *raw* model logprobs of the chosen tokens
-(vLLM's default ``logprobs_mode``), one per returned token.
+vLLM server's (:meth:`ContextLimits.max_new_tokens`), and logprobs, one per returned token, follow ``logprobs_mode``
+as vLLM does: ``processed_logprobs`` (verl's default; the sampling distribution's — temperature-scaled — logprobs,
+which is what verl's actor computes as the old log-prob) or ``raw_logprobs`` (see
+:mod:`~agentrl_recipe.generation.hf_decode`).
 
 Concurrent requests (the trajectories of a batch, each at its own turn) are coalesced: whatever is waiting when the
 model frees up is decoded as one left-padded batch (:func:`~agentrl_recipe.generation.hf_decode.decode_batch`, up to
@@ -30,7 +32,7 @@ from agentrl_recipe.generation.common import (
     model_eos_ids,
     stop_token_set,
 )
-from agentrl_recipe.generation.hf_decode import DecodeRequest, decode_batch
+from agentrl_recipe.generation.hf_decode import LOGPROBS_MODES, DecodeRequest, decode_batch
 from agentrl_recipe.generation.scripted import ScriptFn, ScriptRequest, TurnCounter, encode_scripted
 
 
@@ -48,7 +50,8 @@ class HFGenerationClient(GenerationClient):
             ``rollout.full_determinism`` for stable request ids). A per-request ``seed`` in ``sampling_params``
             (vLLM's key) takes precedence.
         script: optional :data:`ScriptFn`; a turn it returns is forced instead of sampled (its logprobs are still
-            the model's), ``None`` lets the model generate.
+            the model's: at the request's temperature in ``processed_logprobs`` mode), ``None`` lets the model generate.
+        logprobs_mode: ``processed_logprobs`` (verl's ``rollout.logprobs_mode`` default) or ``raw_logprobs``.
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class HFGenerationClient(GenerationClient):
         seed: int | None = None,
         script: ScriptFn | None = None,
         global_steps: int | None = None,
+        logprobs_mode: str = "processed_logprobs",
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -68,6 +72,9 @@ class HFGenerationClient(GenerationClient):
         self.seed = seed
         self.script = script
         self.global_steps = global_steps
+        if logprobs_mode not in LOGPROBS_MODES:
+            raise ValueError(f"logprobs_mode {logprobs_mode!r} is not supported; use one of {LOGPROBS_MODES}")
+        self.logprobs_mode = logprobs_mode
         self.eos_ids = model_eos_ids(tokenizer, getattr(model, "generation_config", None))
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
@@ -113,11 +120,17 @@ class HFGenerationClient(GenerationClient):
 
         if forced is not None:
             token_ids = forced
-            log_probs = await asyncio.to_thread(self._score, prompt_ids, forced) if want_logprobs else None
+            temperature = float(sampling_params.get("temperature", 1.0))
+            log_probs = await asyncio.to_thread(self._score, prompt_ids, forced, temperature) if want_logprobs else None
         else:
             seed = self._call_seed(request_id, len(prompt_ids), sampling_params)
             request = DecodeRequest.from_sampling_params(
-                prompt_ids, sampling_params, max_new=max_new, stop_ids=stop_ids, seed=seed
+                prompt_ids,
+                sampling_params,
+                max_new=max_new,
+                stop_ids=stop_ids,
+                seed=seed,
+                logprobs_mode=self.logprobs_mode,
             )
             token_ids, log_probs = await self._decode(request)
         self.num_generated_tokens += len(token_ids)
@@ -160,8 +173,28 @@ class HFGenerationClient(GenerationClient):
             self.batch_sizes.append(len(requests))
             return decode_batch(self.model, requests, pad_id=self.pad_id)
 
-    def _score(self, prompt_ids: list[int], forced: list[int]) -> list[float]:
-        """Raw model logprobs of forced tokens (teacher forcing), so scripted turns carry real logprobs."""
+    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Copy new weights into the model between decode batches (a batch in flight finishes on the old ones).
+
+        Every key must be one of the model's; keys left out must be tied to one that is given (``lm_head.weight`` with
+        tied embeddings). Anything else raises: a partial update would serve a model nobody trained.
+        """
+        with self._model_lock, torch.no_grad():
+            result = self.model.load_state_dict(state_dict, strict=False)
+            untied = sorted(set(result.missing_keys) - tied_keys(self.model, set(state_dict)))
+            if result.unexpected_keys or untied:
+                raise ValueError(
+                    f"weights do not match the served model: unexpected {result.unexpected_keys[:5]}, "
+                    f"missing {untied[:5]}"
+                )
+
+    def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
+        """Logprobs of ``response_ids`` after ``prompt_ids`` under the served model (teacher forcing), in this
+        client's ``logprobs_mode`` at ``temperature`` (no top-k / top-p)."""
+        return self._score(prompt_ids, response_ids, temperature)
+
+    def _score(self, prompt_ids: list[int], forced: list[int], temperature: float = 1.0) -> list[float]:
+        """Model logprobs of forced tokens (teacher forcing), so scripted turns carry real logprobs."""
         if not forced:
             return []
         ids = torch.tensor([prompt_ids + forced], dtype=torch.long, device=self.device)
@@ -169,5 +202,14 @@ class HFGenerationClient(GenerationClient):
             logits = self.model(input_ids=ids).logits[0].float()
         start = len(prompt_ids) - 1
         step_logits = logits[start : start + len(forced)]
+        if self.logprobs_mode == "processed_logprobs" and temperature > 0:
+            step_logits = step_logits / temperature
         chosen = torch.tensor(forced, device=step_logits.device)
         return torch.log_softmax(step_logits, dim=-1).gather(1, chosen[:, None])[:, 0].tolist()
+
+
+def tied_keys(model: Any, given: set[str]) -> set[str]:
+    """State-dict keys of ``model`` that share storage with a key in ``given`` (tied weights)."""
+    state = model.state_dict(keep_vars=True)
+    pointers = {state[key].data_ptr() for key in given if key in state}
+    return {key for key, value in state.items() if key not in given and value.data_ptr() in pointers}

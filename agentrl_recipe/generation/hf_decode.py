@@ -4,8 +4,17 @@
 sends independent requests (their own temperature, stop tokens, budget and, for reproducibility, seed). This loop
 decodes a left-padded batch with a KV cache and samples each row on its own: repetition penalty (over prompt and
 output, as vLLM), then temperature, top-k (``-1`` = off), top-p; greedy at temperature 0; ``min_tokens`` masks the
-stop tokens; a row stops at its first stop token (kept) or its own budget. Logprobs are the raw model logprobs of
-the chosen tokens (vLLM's default ``logprobs_mode``).
+stop tokens; a row stops at its first stop token (kept) or its own budget.
+
+Logprobs follow the request's ``logprobs_mode``, with vLLM's meanings:
+
+- ``processed_logprobs`` (verl's default, ``actor_rollout_ref.rollout.logprobs_mode``): the log-probability of the
+  chosen token under the distribution it was sampled from — penalties and ``min_tokens`` applied, logits divided by
+  the temperature, top-k / top-p applied, then ``log_softmax``. Greedy rows (temperature 0) use temperature 1, as
+  vLLM does. With top-k / top-p off and no penalty this is exactly what verl's actor computes as the old log-prob
+  (``log_softmax(logits / rollout.temperature)``, ``workers/engine/fsdp/transformer_impl.py``), so the rollout-vs-actor
+  ratio is 1 for the weights that sampled;
+- ``raw_logprobs``: ``log_softmax`` of the model's logits, before any processing.
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+LOGPROBS_MODES = ("processed_logprobs", "raw_logprobs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,10 +39,22 @@ class DecodeRequest:
     repetition_penalty: float = 1.0
     min_tokens: int = 0
     seed: int | None = None  # None: torch's global RNG
+    logprobs_mode: str = "processed_logprobs"
+
+    def __post_init__(self) -> None:
+        if self.logprobs_mode not in LOGPROBS_MODES:
+            raise ValueError(f"logprobs_mode {self.logprobs_mode!r} is not supported; use one of {LOGPROBS_MODES}")
 
     @classmethod
     def from_sampling_params(
-        cls, prompt_ids: list[int], params: dict[str, Any], *, max_new: int, stop_ids: frozenset[int], seed: int | None
+        cls,
+        prompt_ids: list[int],
+        params: dict[str, Any],
+        *,
+        max_new: int,
+        stop_ids: frozenset[int],
+        seed: int | None,
+        logprobs_mode: str = "processed_logprobs",
     ) -> DecodeRequest:
         return cls(
             prompt_ids=prompt_ids,
@@ -43,11 +66,13 @@ class DecodeRequest:
             repetition_penalty=float(params.get("repetition_penalty", 1.0)),
             min_tokens=int(params.get("min_tokens", 0)),
             seed=seed,
+            logprobs_mode=logprobs_mode,
         )
 
 
-def _choose(logits: torch.Tensor, request: DecodeRequest, output: list[int], generator: Any) -> int:
-    row = logits.clone()
+def process_logits(logits: torch.Tensor, request: DecodeRequest, output: list[int]) -> torch.Tensor:
+    """One row's logits after vLLM's processing: penalty, ``min_tokens``, temperature, top-k, top-p (``-inf`` = cut)."""
+    row = logits.float().clone()
     if request.repetition_penalty != 1.0:
         seen = torch.tensor(sorted(set(request.prompt_ids) | set(output)), device=row.device)
         values = row[seen]
@@ -55,7 +80,7 @@ def _choose(logits: torch.Tensor, request: DecodeRequest, output: list[int], gen
     if len(output) < request.min_tokens and request.stop_ids:
         row[torch.tensor(sorted(request.stop_ids), device=row.device)] = float("-inf")
     if request.temperature <= 0.0:
-        return int(row.argmax())
+        return row  # greedy: argmax of the penalised logits, logprobs at temperature 1 (vLLM)
     row = row / request.temperature
     if 0 < request.top_k < row.numel():
         kth = torch.topk(row, request.top_k).values[-1]
@@ -65,13 +90,23 @@ def _choose(logits: torch.Tensor, request: DecodeRequest, output: list[int], gen
         probs = torch.softmax(sorted_logits, dim=-1)
         drop = probs.cumsum(-1) - probs > request.top_p  # keep the smallest prefix reaching top_p (at least one)
         row[order[drop]] = float("-inf")
-    probs = torch.softmax(row, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator))
+    return row
+
+
+def _choose(logits: torch.Tensor, request: DecodeRequest, output: list[int], generator: Any) -> tuple[int, float]:
+    """The next token of one row and its logprob in the request's ``logprobs_mode``."""
+    row = process_logits(logits, request, output)
+    if request.temperature <= 0.0:
+        token = int(row.argmax())
+    else:
+        token = int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=generator))
+    scored = row if request.logprobs_mode == "processed_logprobs" else logits.float()
+    return token, float(torch.log_softmax(scored, dim=-1)[token])
 
 
 @torch.inference_mode()
 def decode_batch(model: Any, requests: Sequence[DecodeRequest], *, pad_id: int) -> list[tuple[list[int], list[float]]]:
-    """New token ids (stop token included) and their raw logprobs, one pair per request."""
+    """New token ids (stop token included) and their logprobs (each request's ``logprobs_mode``), one pair each."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
@@ -94,15 +129,14 @@ def decode_batch(model: Any, requests: Sequence[DecodeRequest], *, pad_id: int) 
     ).logits[:, -1, :]
     next_position = positions[:, -1:] + 1
     for _ in range(max(r.max_new for r in requests)):
-        raw = torch.log_softmax(logits.float(), dim=-1)
         step = []
         for i, request in enumerate(requests):
             if done[i]:
                 step.append(pad_id)  # finished rows ride along; their outputs are ignored
                 continue
-            token = _choose(logits[i].float(), request, outputs[i], generators[i])
+            token, logprob = _choose(logits[i], request, outputs[i], generators[i])
             outputs[i].append(token)
-            logprobs[i].append(float(raw[i, token]))
+            logprobs[i].append(logprob)
             done[i] = token in request.stop_ids or len(outputs[i]) >= request.max_new
             step.append(token)
         if all(done):
