@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -60,3 +61,30 @@ def metrics(run_dir: Path) -> dict[int, dict[str, Any]]:
 
 def tail(proc: subprocess.CompletedProcess, n: int = 6000) -> str:
     return (proc.stdout + proc.stderr)[-n:]
+
+
+def stop_processes_mentioning(marker: str, *, grace_s: float = 10.0) -> int:
+    """SIGTERM, then SIGKILL, every process whose command line contains ``marker`` (e.g. a Ray cluster's temp dir).
+
+    Scoped on purpose: ``ray stop`` would also stop other Ray clusters on the machine.
+    """
+    import psutil
+
+    me = psutil.Process()
+    spared = {me.pid, *(p.pid for p in me.parents())}
+    procs = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in spared and marker in " ".join(p.info["cmdline"] or ())
+    ]
+    for p in list(procs):  # their children too: Ray's agents retitle themselves (ray::DashboardAgent)
+        with contextlib.suppress(psutil.Error):
+            procs.extend(c for c in p.children(recursive=True) if c.pid not in spared)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    return len(procs)

@@ -1,0 +1,174 @@
+"""`make rl CONFIG=agentrl_rl_cpu`: verl.trainer.main_ppo (v1, hybrid) on CPU with the whole plugin inside it.
+
+Everything is asserted from the run's own outputs — verl's file-logger metrics, the component markers each part of
+the plugin writes in the process it runs in (agentrl_recipe/trace.py), checkpoints and rollout dumps — never from
+this process's memory. One 2-step run on a two-node Ray cluster (a head and a second raylet on loopback), one
+3-step run killed with SIGKILL after its step-2 checkpoint and resumed, with a trajectory mask switched on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, stop_processes_mentioning, tail
+
+from agentrl_recipe import names, trace
+
+pytestmark = pytest.mark.slow
+
+DATA_SOURCE = "agentrl_demo_arith"
+PLUGIN_COMPONENTS = {
+    names.AGENT_LOOP,
+    names.TOOL_NAME,
+    names.REWARD_MANAGER,
+    names.POLICY_LOSS,
+    names.ADV_ESTIMATOR,
+    "AgentRLReplayBuffer",
+}
+
+
+def _rl_args(model: Path, inputs, run: Path, *extra: str) -> list[str]:
+    return [
+        "--model", str(model), "--data", str(inputs.rl_train), "--val-data", str(inputs.rl_val),
+        f"trainer.default_local_dir={run.parent / 'ckpt'}", f"trainer.rollout_data_dir={run / 'rollouts'}",
+        "data.shuffle=false", *extra,
+    ]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A Ray head (no logical GPU) and a second raylet holding the one logical GPU: the actor must run there."""
+    temp = str(tmp_path_factory.mktemp("ray"))
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    address = f"127.0.0.1:{_free_port()}"
+    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    head = [ray_bin, "start", "--head", f"--port={address.split(':')[1]}", "--num-cpus=6", "--num-gpus=0",
+            f"--temp-dir={temp}", "--include-dashboard=false", *common]  # fmt: skip
+    worker = [ray_bin, "start", f"--address={address}", "--num-cpus=3", "--num-gpus=1", *common]
+    try:
+        subprocess.run(head, env=env, check=True, capture_output=True, timeout=120)
+        subprocess.run(worker, env=env, check=True, capture_output=True, timeout=120)
+        yield address
+    finally:
+        stop_processes_mentioning(temp)  # this cluster only (`ray stop` would stop every Ray on the machine)
+
+
+@pytest.fixture(scope="module")
+def two_node_run(cpu_sft_model: Path, cpu_inputs_dir, two_node_cluster: str, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("rl_two_node") / "run"
+    args = _rl_args(
+        cpu_sft_model, cpu_inputs_dir, run, "trainer.total_training_steps=2", "trainer.save_freq=-1",
+        # connecting to an existing cluster: its resources are the nodes', not ray.init's
+        "ray_kwargs.ray_init.num_cpus=null", "ray_kwargs.ray_init.num_gpus=null",
+    )  # fmt: skip
+    proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900, extra_env={"RAY_ADDRESS": two_node_cluster})
+    assert proc.returncode == 0, tail(proc)
+    return run
+
+
+def test_verl_prints_its_own_step_logs(two_node_run: Path) -> None:
+    log = (two_node_run / "log.txt").read_text()
+    assert "step:1 - " in log and "step:2 - " in log
+
+
+def test_every_plugin_component_ran_inside_ray_workers(two_node_run: Path) -> None:
+    markers = trace.read(two_node_run / "trace")
+    ran = {m["component"] for m in markers}
+    assert ran >= PLUGIN_COMPONENTS, PLUGIN_COMPONENTS - ran
+    assert all(m["ray_node"] for m in markers if m["component"] in PLUGIN_COMPONENTS)  # inside Ray, not the driver
+    tool = next(m for m in markers if m["component"] == names.TOOL_NAME)
+    assert tool["sandbox"] == "LocalSandbox"  # bubblewrap pool: the recipe's default backend
+
+
+def test_the_plugin_reached_the_second_node(two_node_run: Path) -> None:
+    markers = trace.read(two_node_run / "trace")
+    nodes = {m["ray_node"] for m in markers}
+    loss_nodes = {m["ray_node"] for m in markers if m["component"] == names.POLICY_LOSS}
+    assert len(nodes) == 2, nodes  # components ran on both raylets
+    assert loss_nodes and loss_nodes != {m["ray_node"] for m in markers if m["component"] == "AgentRLReplayBuffer"}
+
+
+def test_plugin_metrics_reach_verls_tracker(two_node_run: Path) -> None:
+    step = metrics(two_node_run)[2]
+    for prefix in ("agentrl_tools/", "training/masks/", f"reward/{DATA_SOURCE}/"):
+        assert any(k.startswith(prefix) for k in step), (prefix, sorted(step))
+    for key in ("actor/pg_clipfrac_low", "actor/pg_clipfrac_high", "actor/pg_clipfrac_dual"):
+        assert key in step
+
+
+def test_the_update_is_real_and_the_replica_serves_it(two_node_run: Path) -> None:
+    steps = metrics(two_node_run)
+    assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in steps.values()), steps
+    # Step 2 rolled out after step 1's update: the replica's sampling log-probs equal the actor's recomputation
+    # only if it serves the updated weights (fp32 on both sides).
+    assert steps[2]["training/rollout_probs_diff_max"] < 1e-3, steps[2]["training/rollout_probs_diff_max"]
+
+
+def _wait_for_checkpoint(ckpt: Path, step: int, proc: subprocess.Popen, timeout: float) -> None:
+    tracker = ckpt / "latest_checkpointed_iteration.txt"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tracker.is_file() and tracker.read_text().strip() == str(step):
+            return
+        assert proc.poll() is None, "the run ended before its checkpoint"
+        time.sleep(1)
+    raise TimeoutError(f"no step-{step} checkpoint in {timeout:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("rl_resume")
+    first, second = base / "first", base / "second"
+    extra = ("trainer.total_training_steps=3", "trainer.save_freq=1", "agentrl.masks.overlong_filter=true")
+    first.mkdir()
+    ray_temp = tempfile.mkdtemp(prefix="ray-kill-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    killed_args = [
+        *_rl_args(cpu_sft_model, cpu_inputs_dir, first, *extra),
+        f"++ray_kwargs.ray_init._temp_dir={ray_temp}",
+    ]
+    with open(first / "log.txt", "w") as log:
+        proc = subprocess.Popen(
+            launch_command("rl", "agentrl_rl_cpu", killed_args),
+            cwd=REPO, env=launch_env(first), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _wait_for_checkpoint(base / "ckpt", 2, proc, timeout=600)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the driver, mid-step 3
+            proc.wait(timeout=60)
+            stop_processes_mentioning(ray_temp)  # the Ray cluster the killed driver had started
+            shutil.rmtree(ray_temp, ignore_errors=True)
+    resumed = launch(
+        "rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, second, *extra), second, timeout=900
+    )
+    assert resumed.returncode == 0, tail(resumed)
+    return first, second
+
+
+def _prompts(run: Path, step: int) -> list[str]:
+    rows = [json.loads(line) for line in (run / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+    return sorted({r["input"] for r in rows})
+
+
+def test_a_killed_run_resumes_where_it_left_off(killed_and_resumed, cpu_inputs_dir) -> None:
+    first, second = killed_and_resumed
+    assert sorted(metrics(second)) == [3]  # only the missing step ran
+    trained = [_prompts(first, 1), _prompts(first, 2), _prompts(second, 3)]
+    assert all(trained) and len({tuple(p) for p in trained}) == 3  # three different batches: none twice
