@@ -11,6 +11,7 @@ REWARD_MANAGER = "agentrl_reward"  # verl.experimental.reward_loop.reward_manage
 POLICY_LOSS = "agentrl_tcr"  # verl.trainer.ppo.core_algos.register_policy_loss
 ADV_ESTIMATOR = "agentrl_grpo"  # verl.trainer.ppo.core_algos.register_adv_est
 PLATFORM = "agentrl_cpu"  # verl.plugin.platform.PlatformRegistry; selected with VERL_PLATFORM=agentrl_cpu
+ROLLOUT_REPLICA = "agentrl_hf"  # verl RolloutReplicaRegistry + rollout class registry (actor_rollout_ref.rollout.name)
 
 REGISTERED = {
     "agent_loop": AGENT_LOOP,
@@ -18,6 +19,7 @@ REGISTERED = {
     "policy_loss": POLICY_LOSS,
     "adv_estimator": ADV_ESTIMATOR,
     "platform": PLATFORM,
+    "rollout_replica": ROLLOUT_REPLICA,
 }
 
 # --- the tool (resolved by class path from verl_configs/tools/*.yaml, not a registry) ---

@@ -11,6 +11,8 @@ What is registered (names in :mod:`agentrl_recipe.names`):
 - policy loss ``agentrl_tcr`` and advantage estimator ``agentrl_grpo``;
 - verl platform ``agentrl_cpu`` (``VERL_PLATFORM=agentrl_cpu``; :mod:`agentrl_recipe.cpu`), and — only when it is
   selected — the FSDP2 engines for the CPU device and the gloo process-group fix.
+- rollout ``agentrl_hf`` (:mod:`agentrl_recipe.generation.hf_replica`): verl's ``RolloutReplicaRegistry`` (by loader)
+  and its in-worker ``BaseRollout`` (:mod:`agentrl_recipe.verl_adapters.rollout_registry`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,25 @@ def _register_cpu_platform() -> None:
         engines.register_cpu_engines()
 
 
+ROLLOUT_ADAPTER_CLASS = "agentrl_recipe.generation.hf_rollout.HFServerAdapter"
+
+
+def _load_hf_replica() -> type:
+    from agentrl_recipe.generation.hf_replica import HFReplica
+
+    return HFReplica
+
+
+def _register_rollout_replica() -> None:
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    from agentrl_recipe.verl_adapters.rollout_registry import register_rollout_class
+
+    # the replica by loader (transformers is imported only where a replica is built), the in-worker side by path
+    RolloutReplicaRegistry.register(names.ROLLOUT_REPLICA, _load_hf_replica)
+    register_rollout_class(names.ROLLOUT_REPLICA, ROLLOUT_ADAPTER_CLASS)
+
+
 def register_all() -> dict[str, str]:
     """Register every component; idempotent. Returns ``{kind: name}`` of what is registered."""
     try:
@@ -81,6 +102,7 @@ def register_all() -> dict[str, str]:
         _register_reward_manager()
         _register_algorithms()
         _register_cpu_platform()
+        _register_rollout_replica()
     except Exception:
         logger.exception("agentrl_recipe plugin failed to register with verl; run `agentrl-recipe doctor`")
         raise

@@ -1,0 +1,177 @@
+"""``agentrl_hf``: a verl rollout replica that generates with Hugging Face ``transformers`` in a Ray actor on CPU.
+
+verl's ``AgentLoopWorker`` reaches a replica's server through ``LLMServerClient.generate``
+(``verl/workers/rollout/llm_server.py``), which calls ``server.generate.remote(request_id=, prompt_ids=,
+sampling_params=, image_data=, video_data=, **kw)`` and expects a ``TokenOutput``. :class:`HFServer` answers it with
+:class:`~agentrl_recipe.generation.hf_client.HFGenerationClient` (concurrent requests coalesced into batches,
+per-request sampling parameters and seeds, token ids in and out, logprobs in the rollout's ``logprobs_mode``).
+
+Weights: the server loads ``actor_rollout_ref.model.path`` at the rollout's ``dtype``; after every actor update the
+in-worker :class:`~agentrl_recipe.generation.hf_rollout.HFServerAdapter` sends it one CPU state dict
+(:meth:`HFServer.update_weights`), loaded between decode batches.
+
+What verl's trainer calls and what it does here (``replica.py``, ``checkpoint_engine/base.py``):
+- ``sleep`` / ``wake_up`` (hybrid: around every weight sync), ``clear_kv_cache``, ``release_kv_cache`` /
+  ``resume_kv_cache`` (non-naive sync): nothing to do — the model lives in host memory and each decode batch's KV
+  cache is freed when the batch ends;
+- ``abort_all_requests`` / ``resume_generation`` (non-naive sync, partial rollout): requests are not cut short; a
+  weight update waits for the batch in flight and later batches use the new weights, so a trajectory that spans an
+  update mixes policies as a resumed vLLM request does. ``reject_request=True`` is logged and ignored;
+- ``start_profile`` / ``stop_profile``: no profiler; logged as ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import ray
+import torch
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from verl.utils.fs import copy_to_local
+from verl.utils.torch_dtypes import PrecisionType
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+from agentrl_recipe import names
+from agentrl_recipe.generation.common import ContextLimits
+from agentrl_recipe.generation.hf_client import HFGenerationClient
+from agentrl_recipe.generation.hf_rollout import server_name
+
+logger = logging.getLogger(__name__)
+
+
+def model_source(model_config: Any) -> tuple[str, str, bool]:
+    """(model dir, tokenizer dir, trust_remote_code) from verl's ``actor_rollout_ref.model`` (DictConfig or
+    ``HFModelConfig``), copied to local disk by verl's own ``copy_to_local`` (hdfs:// etc.)."""
+    path = model_config.get("local_path") or model_config.get("path")
+    if not path:
+        raise ValueError(f"{names.ROLLOUT_REPLICA}: actor_rollout_ref.model.path is not set")
+    tokenizer = model_config.get("local_tokenizer_path") or model_config.get("tokenizer_path") or path
+    return copy_to_local(path), copy_to_local(tokenizer), bool(model_config.get("trust_remote_code", False))
+
+
+def load_client(config: Any, model_config: Any, replica_rank: int) -> HFGenerationClient:
+    """The generation client of one replica: the HF model on CPU at ``rollout.dtype``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir, tokenizer_dir, trust = model_source(model_config)
+    override = model_config.get("override_config") or {}
+    extra = {"attn_implementation": override["attn_implementation"]} if override.get("attn_implementation") else {}
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=PrecisionType.to_dtype(config.dtype), trust_remote_code=trust, **extra
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=trust)
+    return HFGenerationClient(
+        model,
+        tokenizer,
+        limits=ContextLimits.from_rollout_config(config),
+        max_batch_size=int(config.max_num_seqs),
+        seed=int(config.seed) + replica_rank,  # as verl's vLLM server seeds its engine
+        logprobs_mode=config.logprobs_mode,
+    )
+
+
+class HFServer:
+    """The server actor of one ``agentrl_hf`` replica (wrapped with ``ray.remote`` by :class:`HFReplica`)."""
+
+    def __init__(self, config: Any, model_config: Any, replica_rank: int):
+        self.replica_rank = replica_rank
+        self.client = load_client(config, model_config, replica_rank)
+        self.weight_version = 0  # how many updates this server has loaded
+
+    def ready(self) -> dict[str, Any]:
+        model = self.client.model
+        return {"dtype": str(next(model.parameters()).dtype), "device": str(self.client.device)}
+
+    async def generate(
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        video_data: Any = None,
+        **kwargs: Any,
+    ) -> TokenOutput:
+        return await self.client.generate(
+            request_id,
+            prompt_ids=prompt_ids,
+            sampling_params=sampling_params,
+            image_data=image_data,
+            video_data=video_data,
+            **kwargs,
+        )
+
+    async def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
+        """Load a full state dict (between decode batches); returns the new weight version."""
+        await asyncio.to_thread(self.client.load_weights, state_dict)
+        self.weight_version += 1
+        if global_steps is not None:
+            self.client.global_steps = global_steps
+        return self.weight_version
+
+    async def compute_log_probs(
+        self, prompt_ids: list[int], response_ids: list[int], temperature: float
+    ) -> list[float]:
+        """Logprobs of a fixed response under the served weights (``logprobs_mode`` at ``temperature``)."""
+        return await asyncio.to_thread(self.client.score, list(prompt_ids), list(response_ids), temperature)
+
+    def get_weight_version(self) -> int:
+        return self.weight_version
+
+    async def sleep(self) -> None:
+        return None
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        return None
+
+    async def clear_kv_cache(self) -> None:
+        return None
+
+    async def release_kv_cache(self) -> None:
+        return None
+
+    async def resume_kv_cache(self) -> None:
+        return None
+
+    async def abort_all_requests(self, reject_request: bool = False) -> None:
+        if reject_request:
+            logger.warning("%s cannot reject requests; reject_request=True ignored", names.ROLLOUT_REPLICA)
+
+    async def resume_generation(self) -> None:
+        return None
+
+    async def start_profile(self, **kwargs: Any) -> None:
+        logger.warning("%s has no profiler; start_profile ignored", names.ROLLOUT_REPLICA)
+
+    async def stop_profile(self) -> None:
+        return None
+
+
+class HFReplica(RolloutReplica):
+    """verl ``RolloutReplica`` for ``actor_rollout_ref.rollout.name: agentrl_hf``: one CPU server actor per replica."""
+
+    def rollout_worker_use_gpu(self) -> bool:
+        return False
+
+    def _kind(self) -> str:
+        return "reward_" if self.is_reward_model else "teacher_" if self.is_teacher_model else ""
+
+    async def _scheduling(self) -> dict[str, Any]:
+        if not self.workers:
+            return {}
+        node_id = await self.workers[0].__ray_call__.remote(lambda _self: ray.get_runtime_context().get_node_id())
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)}
+
+    async def launch_servers(self) -> None:
+        name = server_name(self.replica_rank, self._kind(), self.name_suffix)
+        server = (
+            ray.remote(HFServer)
+            .options(name=name, max_concurrency=self.max_concurrency, **await self._scheduling())
+            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        )
+        info = await server.ready.remote()  # raises here, with the load error, if the model cannot be served
+        logger.info("%s server %s ready (%s)", names.ROLLOUT_REPLICA, name, info)
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = f"{names.ROLLOUT_REPLICA}://{name}"  # a key for verl's load balancer, not HTTP
