@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("data_prep.cli", "build the SFT, RL, model-aware and eval datasets"),
     "eval": ("agentrl_recipe.eval.cli", "evaluate a model with the paper's protocol; compare runs"),
     "configs": ("agentrl_recipe.configs", "list, show, copy and check the shipped verl configs"),
+    "preflight": ("agentrl_recipe.preflight", "will CONFIG run on this node? driver, GPUs, flash-attn, sandbox, disk"),
     "demo": ("agentrl_recipe.demo", "the whole recipe end to end on CPU with a tiny model"),
 }
 

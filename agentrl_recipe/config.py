@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from agentrl_recipe import names
@@ -58,7 +59,9 @@ class SandboxConfig:
     """
 
     backend: str = "local"  # local (bubblewrap pool, default) | sandbox_fusion (HTTP client) | subprocess (debug only)
-    url: str | None = None  # SandboxFusion-compatible endpoint, e.g. http://node:8080 (for backend=sandbox_fusion)
+    # SandboxFusion-compatible endpoint(s), e.g. http://node:8080, or a list / comma-separated string of several:
+    # the client spreads calls by least outstanding requests and takes failing servers out (backend=sandbox_fusion).
+    url: str | list[str] | tuple[str, ...] | None = None
     pool_size: int | None = None  # local pool workers; None = CPU count
     timeout_s: float = 30.0  # paper/tool: 30 s per call
     memory_mb: int = 2048  # paper/tool: 2 GB
@@ -66,6 +69,32 @@ class SandboxConfig:
     max_concurrency: int = 64  # in-flight requests per process (client and pool queue)
     retries: int = 3  # sandbox_fusion client: retries on connection errors / 5xx
     request_deadline_s: float = 120.0  # sandbox_fusion client: total deadline per call, retries included
+    # sandbox_fusion client, our additions (the paper and the released code had one open server): the shared token of
+    # `agentrl-recipe sandbox serve --token-file`, given here, in `token_file`, or in env AGENTRL_SANDBOX_TOKEN.
+    token: str | None = None
+    token_file: str | None = None
+    health_interval_s: float = 2.0  # how often a server taken out of the fleet is pinged (/v1/ping) to re-admit it
+
+    def __post_init__(self) -> None:
+        if isinstance(self.url, list | tuple):  # OmegaConf lists arrive as lists; a tuple keeps the config hashable
+            self.url = tuple(str(u) for u in self.url)
+
+    @property
+    def urls(self) -> list[str]:
+        """Every server URL (a list, or one comma-separated string), without trailing slashes."""
+        raw = self.url.split(",") if isinstance(self.url, str) else list(self.url or ())
+        return [u.strip().rstrip("/") for u in raw if u.strip()]
+
+    def resolve_token(self) -> str | None:
+        """The shared token: ``token``, else the content of ``token_file`` (stripped), else None."""
+        if self.token:
+            return self.token
+        if self.token_file:
+            token = Path(self.token_file).read_text(encoding="utf-8").strip()
+            if not token:
+                raise ValueError(f"agentrl.sandbox.token_file {self.token_file} is empty")
+            return token
+        return None
 
     @classmethod
     def from_trainer_config(cls, trainer_config: Any) -> SandboxConfig:
@@ -79,7 +108,8 @@ class SandboxConfig:
     def with_env_overrides(self) -> SandboxConfig:
         env_url = os.environ.get(names.ENV_SANDBOX_URL)
         backend = os.environ.get(names.ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if env_url else self.backend)
-        return dataclasses.replace(self, url=env_url or self.url, backend=backend)
+        token = os.environ.get(names.ENV_SANDBOX_TOKEN) or self.token
+        return dataclasses.replace(self, url=env_url or self.url, backend=backend, token=token)
 
 
 # Section name -> dataclass, for `configs check`. Components add their section here when they define one.
@@ -108,6 +138,7 @@ SECTIONS: Mapping[str, type] = _LazySections(
         "sandbox": "agentrl_recipe.config:SandboxConfig",
         "masks": "agentrl_recipe.algos.masking:MaskConfig",
         "roc": "agentrl_recipe.algos.roc:RoCConfig",
+        "infra_guard": "agentrl_recipe.algos.infra_guard:InfraGuardConfig",
         "agent_loop": "agentrl_recipe.agent_loop_config:AgentLoopSettings",
     }
 )

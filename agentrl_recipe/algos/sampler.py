@@ -68,6 +68,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync, _
 
 from agentrl_recipe import trace
 from agentrl_recipe.algos import roc
+from agentrl_recipe.algos.infra_guard import InfraGuard, InfraGuardConfig
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 from agentrl_recipe.config import from_mapping, section, to_plain
 from agentrl_recipe.training_metrics import step_metrics
@@ -115,6 +116,7 @@ class SamplerSettings:
 
     masks: MaskConfig = dataclasses.field(default_factory=MaskConfig)
     roc: roc.RoCConfig = dataclasses.field(default_factory=roc.RoCConfig)
+    infra_guard: InfraGuardConfig = dataclasses.field(default_factory=InfraGuardConfig)  # ${agentrl.infra_guard}
     filter_groups: FilterGroups = dataclasses.field(default_factory=FilterGroups)
     train_batch_size: int | None = None
     max_response_length: int | None = None
@@ -131,6 +133,7 @@ class SamplerSettings:
         settings = from_mapping(cls, values, where=where)
         settings.masks = MaskConfig.from_dict(_to_plain(settings.masks))
         settings.roc = roc.RoCConfig.from_dict(_to_plain(settings.roc))
+        settings.infra_guard = InfraGuardConfig.from_dict(_to_plain(settings.infra_guard))
         groups = {k: v for k, v in (_to_plain(settings.filter_groups) or {}).items() if k != "_target_"}
         settings.filter_groups = from_mapping(FilterGroups, groups, where=f"{where}.filter_groups")
         if settings.filter_groups.enable and not settings.train_batch_size:
@@ -139,7 +142,7 @@ class SamplerSettings:
 
 
 def _to_plain(value: Any) -> Any:
-    if value is None or isinstance(value, MaskConfig | FilterGroups | roc.RoCConfig):
+    if value is None or isinstance(value, MaskConfig | FilterGroups | roc.RoCConfig | InfraGuardConfig):
         return dataclasses.asdict(value) if value is not None else None
     value = to_plain(value)
     return dict(value) if isinstance(value, Mapping) else value
@@ -170,6 +173,9 @@ class _MaskingMixin:
         masked = list(result.masked)
         metrics = result.metrics(prefix="training/masks")
         metrics.update(step_metrics(records, data_sources))  # tool and per-source reward metrics of the step
+        if getattr(self, "_infra_guard", None) is None:
+            self._infra_guard = InfraGuard(self.settings.infra_guard)
+        metrics.update(self._infra_guard.observe(records))  # raises when the sandbox fails too often: fail closed
         if self.settings.roc.enable:
             metrics.update(self._apply_roc(batch, records, masked))
         masked_keys = [key for key, is_masked in zip(batch.keys, masked, strict=True) if is_masked]
@@ -423,10 +429,13 @@ def check_trainer_config(cfg: Any) -> list[str]:
     problems: list[str] = []
     masks = MaskConfig.from_trainer_config(cfg)
     roc_config = roc.RoCConfig.from_dict(section(cfg, "roc"))
+    guard_values = section(cfg, "infra_guard")  # only a config that sets it is checked for its wiring
+    guard = InfraGuardConfig.from_dict(guard_values)
     groups = cfg.get("algorithm", {}).get("filter_groups", {}) or {}
     wants_sampler = (
         bool(masks.enabled)
         or roc_config.enable
+        or bool(guard_values and guard.enable)
         or (groups.get("enable", False) and groups.get("max_num_gen_batches", 0) > 0)
     )
     if not wants_sampler:
@@ -455,6 +464,9 @@ def check_trainer_config(cfg: Any) -> list[str]:
         "roc": (settings.roc, roc_config),
         "filter_groups.enable": (settings.filter_groups.enable, bool(groups.get("enable", False))),
     }
+    if guard_values:
+        homes["infra_guard"] = "${agentrl.infra_guard}"
+        wired["infra_guard"] = (settings.infra_guard, guard)
     for key, (seen, configured) in wired.items():
         if seen != configured:
             problems.append(

@@ -96,26 +96,55 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+HEALTH_OK = "agentrl-sandbox-ok"
+
+
+def health_code(imports: list[str]) -> str:
+    """Code that imports each module and prints HEALTH_OK, or the ones that failed and why."""
+    return (
+        "import importlib\n"
+        "failed = []\n"
+        f"for name in {imports!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as exc:\n"
+        "        failed.append(f'{name}: {type(exc).__name__}: {exc}')\n"
+        f"print('; '.join(failed) if failed else {HEALTH_OK!r})\n"
+    )
+
+
+def health_imports(backend: str) -> list[str]:
+    """What the health check imports: the sandbox runtime's packages (SandboxFusion offers them too); the debug-only
+    subprocess backend runs the venv's interpreter, which has numpy and sympy only."""
+    from agentrl_recipe.tools.sandbox.runtime_env import IMPORTS
+
+    return ["numpy", "sympy"] if backend == "subprocess" else list(IMPORTS.values())
+
+
 def health_check(cfg: SandboxConfig | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
-    """Run ``print(1+1)`` in the configured sandbox; report {backend, ok, latency_s, error, ...} for ``doctor``."""
+    """Import the runtime's packages (numpy, scipy, sympy, pandas, …) in the configured sandbox with its real limits;
+    report {backend, ok, latency_s, error, imports, ...} for ``doctor`` and ``preflight``."""
     cfg = SandboxConfig().with_env_overrides() if cfg is None else cfg
-    report: dict[str, Any] = {"backend": cfg.backend, "ok": False, "latency_s": None, "error": None}
+    imports = health_imports(cfg.backend)
+    report: dict[str, Any] = {"backend": cfg.backend, "ok": False, "latency_s": None, "error": None, "imports": imports}
     if cfg.backend == "sandbox_fusion":
         report["url"] = cfg.url
     start = time.monotonic()
     try:
         sb = get_sandbox(cfg)
         report.update({k: v for k, v in sb.describe().items() if k != "backend"})
-        res = sb.run("print(1+1)", timeout_s=timeout_s)
+        res = sb.run(health_code(imports), timeout_s=timeout_s, memory_mb=cfg.memory_mb)
     except Exception as exc:  # fail-closed start-up errors name their fix
         report["error"] = f"{type(exc).__name__}: {exc}"
         report["latency_s"] = time.monotonic() - start
         return report
     report["latency_s"] = time.monotonic() - start
     report["status"] = res.status
-    if res.status == "ok" and res.stdout.strip() == "2":
+    if res.status == "ok" and res.stdout.strip() == HEALTH_OK:
         report["ok"] = True
+    elif res.status == "ok":
+        report["error"] = f"the sandbox cannot import {res.stdout.strip()[:500]}"
     else:
         detail = res.message or res.stderr[-300:]
-        report["error"] = f"print(1+1) gave status={res.status} stdout={res.stdout[:200]!r} {detail}"
+        report["error"] = f"the import check gave status={res.status} stdout={res.stdout[:200]!r} {detail}"
     return report

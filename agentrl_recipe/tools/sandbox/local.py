@@ -6,9 +6,11 @@ namespaced, rlimited, seccomp-filtered process (see the zygote's docstring for t
 execute at once; twice as many slots are kept so a prepared run is waiting whenever a request arrives.
 
 The sandbox as a whole: non-root uid (65534 when the host process is root — RLIMIT_NPROC means nothing for uid 0),
-user/pid/net/ipc/uts/cgroup namespaces, an empty tmpfs root holding only read-only /usr, the venv's site-packages (for
-numpy/sympy) and the interpreter script, ``--remount-ro /``, cleared environment, ``--die-with-parent``,
-``--new-session``. It FAILS CLOSED: without a working bubblewrap it raises :class:`SandboxError` naming the fix.
+user/pid/net/ipc/uts/cgroup namespaces, an empty tmpfs root holding only read-only /usr, the sandbox's own
+site-packages (:mod:`~agentrl_recipe.tools.sandbox.runtime_env`: numpy, scipy, sympy, pandas, … built for Debian's
+python3, whatever Python the venv runs) and the interpreter script, ``--remount-ro /``, cleared environment,
+``--die-with-parent``, ``--new-session``. It FAILS CLOSED: without a working bubblewrap, or when the sandbox's
+packages are missing or do not import inside it, it raises :class:`SandboxError` naming the fix.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import importlib.util
 import json
 import logging
 import os
@@ -30,18 +31,21 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.config import SandboxConfig
+from agentrl_recipe.tools.sandbox import runtime_env
 from agentrl_recipe.tools.sandbox.subprocess_backend import child_env
 from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox, SandboxError, classify, status_message
 
 logger = logging.getLogger(__name__)
 
-SANDBOX_PYTHON = "/usr/bin/python3"  # Debian's interpreter: under /usr, readable by the sandbox uid (pyenv's is not)
+SANDBOX_PYTHON = runtime_env.INTERPRETER  # Debian's python3: under /usr, readable by the sandbox uid (pyenv's is not)
 SANDBOX_UID = 65534  # nobody, when the host process is root
 SOCKET_DIR = "/run/agentrl"  # inside the sandbox
 SCRIPT_PATH = "/opt/agentrl/zygote.py"
 PRELOAD = (
-    # numpy/sympy/math (the paper's tool) plus the standard modules competitive-programming code imports.
-    "math numpy numpy.random sympy cmath fractions decimal statistics itertools functools collections heapq bisect "
+    # The standard modules competitive-programming code imports, plus every package of the sandbox's runtime
+    # environment (runtime_env.IMPORTS): imported once in the warm interpreter, so a run's `import pandas` is free,
+    # and a package that does not import stops the start-up (fail closed) instead of failing every tool call.
+    "math numpy.random cmath fractions decimal statistics itertools functools collections heapq bisect "
     "re string random typing json copy operator dataclasses array"
 ).split()
 MAX_PROCESSES = 64  # per run: its own user namespace makes RLIMIT_NPROC count that run only
@@ -53,16 +57,13 @@ FIX = "run `make install` (installs bubblewrap via apt-get) or `apt-get install 
 
 
 def site_dirs() -> list[str]:
-    """The site-packages directories that hold numpy, sympy and mpmath (bound read-only into the sandbox)."""
-    dirs: list[str] = []
-    for mod in ("numpy", "sympy", "mpmath"):
-        spec = importlib.util.find_spec(mod)
-        if spec is None or not spec.origin:
-            continue
-        d = str(Path(spec.origin).resolve().parent.parent)
-        if d not in dirs:
-            dirs.append(d)
-    return dirs
+    """The sandbox runtime's site-packages (bound read-only); SandboxError naming `make install` when unusable."""
+    return [str(runtime_env.load(python=SANDBOX_PYTHON).site_dir)]
+
+
+def preload_modules() -> list[str]:
+    """What the warm interpreter imports at start-up: the runtime's packages first, then the standard modules."""
+    return [*runtime_env.IMPORTS.values(), *PRELOAD]
 
 
 def host_ids() -> tuple[int | None, int | None]:
@@ -225,7 +226,7 @@ class LocalSandbox(Sandbox):
 
     # ------------------------------------------------------------------ lifecycle (on the backend loop)
     async def _start(self) -> None:
-        cmd = BwrapCommand(self.cfg, slots=2 * self.pool_size, preload=PRELOAD)
+        cmd = BwrapCommand(self.cfg, slots=2 * self.pool_size, preload=preload_modules())
         self._cmd = cmd
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -251,13 +252,12 @@ class LocalSandbox(Sandbox):
         if not ready.get("ready"):
             await self._kill()
             raise SandboxError(f"sandbox interpreter refused to start: {ready.get('error')}")
-        if ready.get("preload_failed"):
-            logger.error(
-                "agentrl sandbox: modules unavailable inside the sandbox (%s): %s runs Python %s; the venv's "
-                "site-packages must be built for the same Python version",
-                ready["preload_failed"],
-                SANDBOX_PYTHON,
-                ready.get("python"),
+        if ready.get("preload_failed"):  # model code would get an ImportError the paper's sandbox never gave
+            await self._kill()
+            failed = "; ".join(f"{name}: {error}" for name, error in ready["preload_failed"].items())
+            raise SandboxError(
+                f"the sandbox's Python ({SANDBOX_PYTHON} {ready.get('python')}) cannot import {failed}; "
+                f"{runtime_env.FIX}"
             )
         self._info = {"python": ready.get("python"), "preloaded": ready.get("preloaded", [])}
         # Self-test: a real run through the whole chain, so a broken kernel feature fails here, closed.
