@@ -618,6 +618,30 @@ def serve_one(conn: socket.socket, st: Settings, g_pid: int, report: dict, pipes
 
 
 # ---------------------------------------------------------------- the zygote
+MADV_COLLAPSE = 25  # Linux 6.1+
+HUGE_PAGE = 2 << 20
+
+
+def collapse_to_huge_pages() -> int:
+    """Back the warm interpreter's anonymous memory with 2 MiB pages; returns the bytes collapsed (0 where unsupported).
+
+    Every run forks this ~140 MB heap and exits: copying and freeing one page-table entry per 4 KiB page was most of a
+    trivial run's CPU. A 2 MiB page costs one entry; a run that writes into one gets a private 4 KiB copy as before.
+    """
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    collapsed = 0
+    with open("/proc/self/maps") as f:
+        regions = [line.split() for line in f]
+    for fields in regions:
+        if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
+            continue  # anonymous private memory only: file mappings are not copied by fork anyway
+        low, high = (int(x, 16) for x in fields[0].split("-"))
+        low, high = (low + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), high & ~(HUGE_PAGE - 1)
+        if high - low >= HUGE_PAGE and libc.madvise(low, high - low, MADV_COLLAPSE) == 0:
+            collapsed += high - low
+    return collapsed
+
+
 def preload(modules: list[str]) -> tuple[list[str], dict[str, str]]:
     import importlib
 
@@ -654,7 +678,17 @@ def main() -> None:
     failures = 0
     gc.collect()
     gc.freeze()  # keep forked children from copying every page when their GC walks inherited objects
-    send_msg(1, {"ready": True, "preloaded": loaded, "preload_failed": failed, "python": sys.version.split()[0]})
+    huge_mb = collapse_to_huge_pages() >> 20
+    send_msg(
+        1,
+        {
+            "ready": True,
+            "preloaded": loaded,
+            "preload_failed": failed,
+            "python": sys.version.split()[0],
+            "huge_pages_mb": huge_mb,
+        },
+    )
     devnull = os.open("/dev/null", os.O_WRONLY)
     os.dup2(devnull, 1)  # keep fds 0-2 taken, so no pipe of a run can land on them
     os.close(devnull)
