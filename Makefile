@@ -13,12 +13,19 @@ APT_PACKAGES := bubblewrap python3
 TORCH_PIN := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: help install system-deps test lint format
+.PHONY: help install venv sandbox-env system-deps test lint format
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
 
-install: system-deps $(STAMP)  ## create .venv and install the package with its test extra (instant when done)
+install: system-deps venv sandbox-env  ## everything: system packages, .venv, the sandbox's Python (instant when done)
+
+venv: $(STAMP)  ## .venv with the package and its test extra only (no apt, no sandbox): what sft/rl/preflight need
+
+# The sandbox's own pinned packages (numpy, scipy, sympy, pandas, …) for Debian's /usr/bin/python3, whatever Python
+# .venv runs: agentrl_recipe/tools/sandbox/runtime_requirements.txt → .venv/agentrl-sandbox (instant when up to date).
+sandbox-env: system-deps venv  ## build the sandbox's Python packages (local backend)
+	$(PY) -m agentrl_recipe.tools.sandbox.runtime_env build
 
 system-deps:
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
@@ -116,22 +123,35 @@ LAUNCH := $(PY) -m agentrl_recipe.launch
 LAUNCH_ARGS = $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL)) $(if $(DATA),--data $(DATA)) \
   $(if $(VAL_DATA),--val-data $(VAL_DATA)) $(if $(NNODES),--nnodes $(NNODES)) \
   $(if $(GPUS_PER_NODE),--gpus-per-node $(GPUS_PER_NODE)) $(if $(TORCHRUN_ARGS),--torchrun-args='$(TORCHRUN_ARGS)') \
-  $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run)
+  $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) \
+  $(if $(filter 1 true yes,$(SKIP_PREFLIGHT)),--skip-preflight)
 GPU_STAMP := $(VENV)/.install-gpu-stamp
-.PHONY: sft rl rl-smoke configs install-gpu test-gpu
-sft: install  ## SFT: CONFIG=agentrl_sft_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= ARGS="k=v …"] [DRY_RUN=1]
+.PHONY: sft rl rl-smoke configs install-gpu test-gpu preflight
+# sft/rl need no apt and no sandbox build: the launcher's cheap preflight refuses to start when the sandbox (RL) is
+# unusable and names the fix; SKIP_PREFLIGHT=1 launches anyway.
+sft: venv  ## SFT: CONFIG=agentrl_sft_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= ARGS="k=v …"] [DRY_RUN=1]
 	$(LAUNCH) sft $(LAUNCH_ARGS) $(ARGS)
-rl: install  ## GRPO-TCR: CONFIG=agentrl_rl_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= SANDBOX_URL= ARGS=] [DRY_RUN=1]
+rl: venv  ## GRPO-TCR: CONFIG=agentrl_rl_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= SANDBOX_URL= ARGS=] [DRY_RUN=1]
 	$(LAUNCH) rl $(LAUNCH_ARGS) $(ARGS)
 rl-smoke: install  ## two RL steps of the tiny model on one GPU (vLLM + FSDP, real plugin) [DRY_RUN=1 works on CPU]
 	$(LAUNCH) rl-smoke $(LAUNCH_ARGS) $(ARGS)
+preflight: venv  ## will CONFIG run on this node? driver/CUDA, GPUs, flash-attn, vLLM, sandbox, Ray CPUs, disk [ARGS=]
+	@if [ -z "$(CONFIG)" ]; then echo "usage: make preflight CONFIG=agentrl_rl_qwen3_4b [ARGS='k=v …']"; exit 2; fi
+	$(AGENTRL) preflight $(CONFIG) $(ARGS)
 configs: install  ## list the shipped verl configs and check every one of them
 	$(AGENTRL) configs list
 	$(AGENTRL) configs check
-install-gpu: system-deps $(GPU_STAMP)  ## GPU nodes: install with the gpu extra (vLLM on torch 2.13.0)
+# flash-attn is required on GPU nodes: verl's default attention, and the paper configs' Ulysses SP + remove-padding
+# need its varlen kernels. It publishes no wheel for torch 2.13, so it is built here (MAX_JOBS bounds the compiler's
+# memory; ~30-60 min on 16+ cores, once).
+FLASH_ATTN_PIN := flash-attn==2.8.3
+MAX_JOBS ?= 8
+install-gpu: system-deps $(GPU_STAMP) sandbox-env  ## GPU nodes: gpu extra (vLLM 0.30 on torch 2.13.0) + flash-attn build
 $(GPU_STAMP): pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PIP) install -q $(TORCH_PIN) -e '.[test,gpu]'
+	$(PIP) install -q ninja packaging wheel
+	MAX_JOBS=$(MAX_JOBS) $(PIP) install $(FLASH_ATTN_PIN) --no-build-isolation
 	@touch $(STAMP) $(GPU_STAMP)
 test-gpu: install-gpu  ## the GPU tests (pytest -m gpu), e.g. the rl-smoke run; they skip without CUDA
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)

@@ -62,7 +62,9 @@ class SandboxConfig:
     # SandboxFusion-compatible endpoint(s), e.g. http://node:8080, or a list / comma-separated string of several:
     # the client spreads calls by least outstanding requests and takes failing servers out (backend=sandbox_fusion).
     url: str | list[str] | tuple[str, ...] | None = None
-    pool_size: int | None = None  # local pool workers; None = CPU count
+    # local pool: runs at once per process. None = this node's CPUs / the sandbox-using processes on it (the launcher
+    # exports both, with this value, to every worker: AGENTRL_SANDBOX_POOL_SIZE / AGENTRL_SANDBOX_PROCESSES_PER_NODE).
+    pool_size: int | None = None
     timeout_s: float = 30.0  # paper/tool: 30 s per call
     memory_mb: int = 2048  # paper/tool: 2 GB
     max_output_bytes: int = 1 << 20  # stdout/stderr kept per stream; the rest is dropped and status says so
@@ -109,7 +111,8 @@ class SandboxConfig:
         env_url = os.environ.get(names.ENV_SANDBOX_URL)
         backend = os.environ.get(names.ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if env_url else self.backend)
         token = os.environ.get(names.ENV_SANDBOX_TOKEN) or self.token
-        return dataclasses.replace(self, url=env_url or self.url, backend=backend, token=token)
+        pool_size = int(os.environ.get(names.ENV_SANDBOX_POOL_SIZE) or 0) or self.pool_size
+        return dataclasses.replace(self, url=env_url or self.url, backend=backend, token=token, pool_size=pool_size)
 
 
 # Section name -> dataclass, for `configs check`. Components add their section here when they define one.

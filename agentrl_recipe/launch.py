@@ -45,7 +45,10 @@ RL_PATH_KEYS = (
     "actor_rollout_ref.model.path",
     "actor_rollout_ref.rollout.multi_turn.tool_config_path",
     "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+    "trainer.default_local_dir",
 )
+# Output paths among them: absolute even before they exist, so every node and a resumed run use the same directory.
+RL_OUTPUT_KEYS = ("trainer.default_local_dir",)
 
 
 def _override_value(value: object) -> str:
@@ -89,7 +92,7 @@ def _absolute_path_overrides(name: str, overrides: list[str]) -> list[str]:
             value = configs._resolved(cfg, key)
         except Exception:
             continue
-        absolute = _absolute(value)
+        absolute = os.path.abspath(value) if key in RL_OUTPUT_KEYS and isinstance(value, str) else _absolute(value)
         if absolute != value:
             extra.append(f"{key}={_override_value(absolute)}")
     return extra
@@ -139,6 +142,7 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     if os.environ.get(names.ENV_TRACE_DIR):  # component markers (agentrl_recipe/trace.py) from every worker
         env[names.ENV_TRACE_DIR] = os.environ[names.ENV_TRACE_DIR]
     sandbox = agentrl_config.section(cfg, "sandbox")
+    env.update(sandbox_pool_env(cfg, sandbox))
     url = args.sandbox_url or sandbox.get("url")
     if url:
         env[names.ENV_SANDBOX_URL] = url
@@ -157,6 +161,18 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
         f"--config-name={config_name}",
     ]
     return command + overrides + extra, env
+
+
+def sandbox_pool_env(cfg: Any, sandbox: dict[str, Any]) -> dict[str, str]:
+    """Size each worker's local sandbox pool for its node: the config's ``agentrl.sandbox.pool_size`` when set (the
+    tool reads only its own YAML, so it travels as an environment variable), else the node's CPUs shared by the
+    sandbox-using processes on it (agent-loop + reward workers spread over the nodes; local.default_pool_size)."""
+    workers = int(cfg.actor_rollout_ref.rollout.agent.get("num_workers", 8)) + int(cfg.reward.get("num_workers", 8))
+    per_node = -(-workers // max(1, int(cfg.trainer.get("nnodes", 1))))
+    env = {names.ENV_SANDBOX_PROCESSES_PER_NODE: str(per_node)}
+    if sandbox.get("pool_size"):
+        env[names.ENV_SANDBOX_POOL_SIZE] = str(int(sandbox["pool_size"]))
+    return env
 
 
 def prepare_smoke(out_dir: Path = SMOKE_DIR) -> dict[str, Path]:
@@ -216,6 +232,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"RL: the sandbox server every worker uses (sets {names.ENV_SANDBOX_URL})",
     )
     parser.add_argument("--dry-run", action="store_true", help="print config, check report and command; run nothing")
+    parser.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="launch even when the cheap preflight checks fail (SKIP_PREFLIGHT=1)",
+    )
     parser.add_argument("overrides", nargs="*", help="hydra overrides key=value, applied last")
 
 
@@ -254,7 +275,23 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return 0
+    if not args.skip_preflight and not _preflight_passes(name, overrides):
+        return 2
     return subprocess.call(command, env={**os.environ, **env})
+
+
+def _preflight_passes(name: str, overrides: list[str]) -> bool:
+    """The cheap preflight checks (agentrl_recipe/preflight.py): a broken sandbox, too old a driver, too few Ray CPUs
+    or too little disk stops the launch here, not an hour into the run."""
+    from agentrl_recipe import preflight
+
+    results = preflight.run(name, overrides, cheap=True)
+    for result in results:
+        print(result.line())
+    failed = [r.check for r in results if not r.ok]
+    if failed:
+        print(f"not launching: preflight failed ({', '.join(failed)}); {preflight.SKIP_HINT}", file=sys.stderr)
+    return not failed
 
 
 def cli(argv: Sequence[str] | None = None) -> int:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe import names
 from agentrl_recipe.config import SandboxConfig
 from agentrl_recipe.tools.sandbox import runtime_env
 from agentrl_recipe.tools.sandbox.subprocess_backend import child_env
@@ -59,6 +60,13 @@ FIX = "run `make install` (installs bubblewrap via apt-get) or `apt-get install 
 def site_dirs() -> list[str]:
     """The sandbox runtime's site-packages (bound read-only); SandboxError naming `make install` when unusable."""
     return [str(runtime_env.load(python=SANDBOX_PYTHON).site_dir)]
+
+
+def default_pool_size() -> int:
+    """This node's CPUs shared by the sandbox-using processes on it (the launcher exports their number): 8 agent-loop
+    + 8 reward workers on one 128-core node get 8 runs each, not 128 (~13K processes)."""
+    per_node = int(os.environ.get(names.ENV_SANDBOX_PROCESSES_PER_NODE) or 1)
+    return max(1, (os.cpu_count() or 1) // max(1, per_node))
 
 
 def preload_modules() -> list[str]:
@@ -203,7 +211,7 @@ class LocalSandbox(Sandbox):
         preflight()  # fail before starting threads when bwrap is plainly missing
         super().__init__(cfg.timeout_s, cfg.memory_mb)
         self.cfg = cfg
-        self.pool_size = int(cfg.pool_size or os.cpu_count() or 1)
+        self.pool_size = int(cfg.pool_size or default_pool_size())
         if self.pool_size < 1:
             raise ValueError(f"agentrl.sandbox.pool_size must be >= 1, got {cfg.pool_size}")
         self._sem = asyncio.Semaphore(self.pool_size)
