@@ -51,12 +51,14 @@ def _register_algorithms() -> None:
 
     from agentrl_recipe.algos.advantages import compute_grpo_masked_outcome_advantage
     from agentrl_recipe.algos.losses import compute_policy_loss_tcr
+    from agentrl_recipe.verl_adapters import metric_aggregation
 
     # register_policy_loss overwrites silently, register_adv_est raises on a different function: check both ourselves.
     current_loss = core_algos.POLICY_LOSS_REGISTRY.get(names.POLICY_LOSS)
     if current_loss is not None and current_loss is not compute_policy_loss_tcr:
         raise ValueError(f"policy loss {names.POLICY_LOSS!r} is already registered by {current_loss.__module__}")
     core_algos.register_policy_loss(names.POLICY_LOSS)(compute_policy_loss_tcr)
+    metric_aggregation.apply()  # agentrl_tcr's ratio_max/min keep MAX/MIN through verl's ppo_loss
     if core_algos.ADV_ESTIMATOR_REGISTRY.get(names.ADV_ESTIMATOR) is not compute_grpo_masked_outcome_advantage:
         core_algos.register_adv_est(names.ADV_ESTIMATOR)(compute_grpo_masked_outcome_advantage)
 

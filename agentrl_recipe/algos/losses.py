@@ -17,7 +17,11 @@ the plugin adds what verl does not report:
 - ``actor/pg_clipfrac_low``: token fraction with A < 0 and r < 1-ε_low (the lower clip is active);
 - ``actor/pg_clipfrac_high``: token fraction with A > 0 and r > 1+ε_high (the clip-higher bound is active);
 - ``actor/pg_clipfrac_dual``: token fraction with A < 0 and r > c (the dual clip is active);
-- ``actor/ratio_max``, ``actor/ratio_min``, ``actor/ratio_mean`` over response tokens.
+- ``actor/ratio_max``, ``actor/ratio_min``, ``actor/ratio_mean`` over response tokens. The max and min are the
+  true extremes of the whole update: they are returned as verl ``Metric``s with MAX / MIN aggregation, which verl
+  keeps over micro-batches and data-parallel ranks once :mod:`agentrl_recipe.verl_adapters.metric_aggregation` lets
+  ``ppo_loss`` pass them through (verl would average the per-micro-batch extremes); the trainer then takes max / min
+  over mini-batches by key name. All six values leave the GPU in one transfer per micro-batch.
 
 verl's own keys stay: ``actor/pg_clipfrac`` (= low + high, verl lumps them), ``actor/pg_clipfrac_lower``
 (= dual; the name is verl's) and ``actor/ppo_kl`` (approximate KL, mean of old_logp - logp).
@@ -44,6 +48,7 @@ from typing import Any
 import torch
 from verl.trainer.ppo import core_algos
 from verl.utils import torch_functional as verl_F
+from verl.utils.metric import AggregationType, Metric
 from verl.workers.config import ActorConfig
 
 from agentrl_recipe import names, trace
@@ -64,28 +69,38 @@ def clip_branch_metrics(
     clip_ratio_low: float,
     clip_ratio_high: float,
     clip_ratio_c: float,
-) -> dict[str, float]:
-    """Token fractions (over ``response_mask``) in each clip branch, and ratio statistics."""
+) -> dict[str, float | Metric]:
+    """Token fractions (over ``response_mask``) in each clip branch, and ratio statistics.
+
+    A micro-batch without response tokens (every trajectory masked) reports ratio 1 (an unchanged policy), so every
+    micro-batch carries every key (verl's data-parallel aggregation needs equal-length lists).
+    """
     mask = response_mask.bool()
     ratio = torch.exp(torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0))  # the ratio verl's loss uses
     low = (advantages < 0) & (ratio < 1 - clip_ratio_low)
     high = (advantages > 0) & (ratio > 1 + clip_ratio_high)
     dual = (advantages < 0) & (ratio > clip_ratio_c)
-    metrics = {
-        "actor/pg_clipfrac_low": verl_F.masked_mean(low.float(), mask).item(),
-        "actor/pg_clipfrac_high": verl_F.masked_mean(high.float(), mask).item(),
-        "actor/pg_clipfrac_dual": verl_F.masked_mean(dual.float(), mask).item(),
+    valid = torch.where(mask, ratio, torch.ones_like(ratio))  # no data-dependent indexing: no sync before .tolist()
+    has_tokens = mask.any()
+    stats = torch.stack(
+        [
+            verl_F.masked_mean(low.float(), mask),
+            verl_F.masked_mean(high.float(), mask),
+            verl_F.masked_mean(dual.float(), mask),
+            torch.where(mask, ratio, torch.full_like(ratio, -torch.inf)).amax().where(has_tokens, 1.0),
+            torch.where(mask, ratio, torch.full_like(ratio, torch.inf)).amin().where(has_tokens, 1.0),
+            verl_F.masked_mean(valid, mask).where(has_tokens, 1.0),
+        ]
+    ).tolist()  # the one device-to-host transfer of this function
+    low_frac, high_frac, dual_frac, ratio_max, ratio_min, ratio_mean = stats
+    return {
+        "actor/pg_clipfrac_low": low_frac,
+        "actor/pg_clipfrac_high": high_frac,
+        "actor/pg_clipfrac_dual": dual_frac,
+        "actor/ratio_max": Metric(AggregationType.MAX, ratio_max),
+        "actor/ratio_min": Metric(AggregationType.MIN, ratio_min),
+        "actor/ratio_mean": ratio_mean,
     }
-    if mask.any():
-        valid = ratio[mask]
-        metrics.update(
-            {
-                "actor/ratio_max": valid.max().item(),
-                "actor/ratio_min": valid.min().item(),
-                "actor/ratio_mean": valid.mean().item(),
-            }
-        )
-    return metrics
 
 
 def compute_policy_loss_tcr(

@@ -90,8 +90,8 @@ def test_golden_metrics_split_the_clip_branches(tcr, actor_config) -> None:
     assert metrics["actor/pg_clipfrac_lower"] == pytest.approx(1 / 7)
     ratios = [t[1] for t in TOKENS]
     assert metrics["actor/ppo_kl"] == pytest.approx(sum(-math.log(r) for r in ratios) / 7)
-    assert metrics["actor/ratio_max"] == pytest.approx(20.0)  # the padding token's 3.0 is not a response token
-    assert metrics["actor/ratio_min"] == pytest.approx(0.5)
+    assert metrics["actor/ratio_max"].aggregate() == pytest.approx(20.0)  # the padding token's 3.0 is not a response
+    assert metrics["actor/ratio_min"].aggregate() == pytest.approx(0.5)
     assert metrics["actor/ratio_mean"] == pytest.approx(sum(ratios) / 7)
 
 
@@ -209,3 +209,38 @@ def test_through_verl_ppo_loss(actor_config, masked_rows: set[int]) -> None:
         loss_kept, _ = loss(names.POLICY_LOSS, rows=(0, 2))
         assert loss_tcr.item() == pytest.approx(loss_kept.item(), abs=1e-6)
         assert loss_tcr.item() != pytest.approx(loss(names.POLICY_LOSS, masked=set())[0].item())  # the mask matters
+
+
+def test_ratio_extremes_are_true_max_min_over_micro_batches(actor_config) -> None:
+    """Through verl's ppo_loss, one micro-batch per row, aggregated the way verl's engine worker does
+    (Metric.aggregate_dp): the max/min of every response token of the update, not the mean of per-micro-batch ones."""
+    from verl.utils.metric import AggregationType, Metric
+    from verl.workers.utils.losses import ppo_loss
+
+    config = actor_config(clip_ratio_high=0.28, clip_ratio_c=10.0, policy_loss={"loss_mode": names.POLICY_LOSS})
+    per_micro = {"actor/ratio_max": [], "actor/ratio_min": []}
+    ratios = []
+    for row in (0, 1, 2):
+        data, output = _actor_batch(set(), (row,))
+        _, metrics = ppo_loss(config, output, data)
+        for key in per_micro:
+            assert metrics[key].aggregation == (AggregationType.MAX if key.endswith("max") else AggregationType.MIN)
+            per_micro[key].append(metrics[key])
+        old = data["old_log_probs"].values()
+        new = output["log_probs"].values()[data["prompts"].offsets()[1] - 1 :][: len(old)]
+        ratios.append(torch.exp(new - old))
+    every = torch.cat(ratios)
+    for key, expected in (("actor/ratio_max", every.max()), ("actor/ratio_min", every.min())):
+        rank = Metric(per_micro[key][0].aggregation)
+        for metric in per_micro[key]:
+            rank.append(metric)
+        assert Metric.aggregate_dp([rank]) == pytest.approx(expected.item(), rel=1e-6)
+        assert Metric.aggregate_dp([rank]) != pytest.approx(sum(m.aggregate() for m in per_micro[key]) / 3)
+
+
+def test_fully_masked_micro_batch_reports_every_key(tcr, actor_config) -> None:
+    config = actor_config(clip_ratio_low=EPS_LOW, clip_ratio_high=EPS_HIGH, clip_ratio_c=C)
+    old, logp, adv, mask = golden_batch()
+    _, metrics = tcr(old, logp, adv, torch.zeros_like(mask), loss_agg_mode="token-mean", config=config)
+    assert metrics["actor/ratio_max"].aggregate() == metrics["actor/ratio_min"].aggregate() == 1.0
+    assert metrics["actor/ratio_mean"] == 1.0
