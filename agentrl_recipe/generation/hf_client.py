@@ -176,17 +176,13 @@ class HFGenerationClient(GenerationClient):
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Copy new weights into the model between decode batches (a batch in flight finishes on the old ones).
 
-        Every key must be one of the model's; keys left out must be tied to one that is given (``lm_head.weight`` with
-        tied embeddings). Anything else raises: a partial update would serve a model nobody trained.
+        Every key must be one of the model's, with its shape; keys left out must be tied to one that is given
+        (``lm_head.weight`` with tied embeddings). Anything else raises before a single weight is copied: a partial
+        update would serve a model nobody trained.
         """
         with self._model_lock, torch.no_grad():
-            result = self.model.load_state_dict(state_dict, strict=False)
-            untied = sorted(set(result.missing_keys) - tied_keys(self.model, set(state_dict)))
-            if result.unexpected_keys or untied:
-                raise ValueError(
-                    f"weights do not match the served model: unexpected {result.unexpected_keys[:5]}, "
-                    f"missing {untied[:5]}"
-                )
+            check_state_dict(self.model, state_dict)
+            self.model.load_state_dict(state_dict, strict=False)
 
     def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
         """Logprobs of ``response_ids`` after ``prompt_ids`` under the served model (teacher forcing), in this
@@ -208,8 +204,15 @@ class HFGenerationClient(GenerationClient):
         return torch.log_softmax(step_logits, dim=-1).gather(1, chosen[:, None])[:, 0].tolist()
 
 
-def tied_keys(model: Any, given: set[str]) -> set[str]:
-    """State-dict keys of ``model`` that share storage with a key in ``given`` (tied weights)."""
-    state = model.state_dict(keep_vars=True)
-    pointers = {state[key].data_ptr() for key in given if key in state}
-    return {key for key, value in state.items() if key not in given and value.data_ptr() in pointers}
+def check_state_dict(model: Any, state_dict: dict[str, torch.Tensor]) -> None:
+    """Raise unless ``state_dict`` covers every weight of ``model`` (tied ones may be left out) with the same shapes."""
+    own = model.state_dict(keep_vars=True)
+    given_ptrs = {own[key].data_ptr() for key in state_dict if key in own}
+    unexpected = sorted(set(state_dict) - set(own))
+    missing = sorted(k for k in set(own) - set(state_dict) if own[k].data_ptr() not in given_ptrs)
+    reshaped = sorted(k for k in set(state_dict) & set(own) if tuple(state_dict[k].shape) != tuple(own[k].shape))
+    if unexpected or missing or reshaped:
+        raise ValueError(
+            f"weights do not match the served model: unexpected {unexpected[:5]}, missing {missing[:5]}, "
+            f"other shape {reshaped[:5]}"
+        )
