@@ -47,11 +47,12 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, 
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe import names, trace
+from agentrl_recipe import log_filters, names, trace
 from agentrl_recipe.agent_loop_config import AgentLoopSettings
 from agentrl_recipe.render_cache import memoize_renders
 
 logger = logging.getLogger(__name__)
+log_filters.install()  # verl's parser ERROR for a malformed call the loop handles (counted in agentrl_tools/*)
 
 # verl's _call_tool turns a tool exception into this text (tool_agent_loop.py); it reports no status of its own.
 _VERL_TOOL_EXCEPTION_PREFIX = "Error executing tool"
