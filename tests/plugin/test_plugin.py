@@ -21,7 +21,16 @@ REGISTRY_PROBE = textwrap.dedent(
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+    from verl.plugin.platform import PlatformRegistry
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
     from agentrl_recipe import names
+
+    def replica_registered(name):
+        try:
+            RolloutReplicaRegistry.get(name)
+            return True
+        except ValueError:
+            return False
 
     def seen():
         return {
@@ -29,6 +38,8 @@ REGISTRY_PROBE = textwrap.dedent(
             "reward_manager": names.REWARD_MANAGER in REWARD_MANAGER,
             "policy_loss": names.POLICY_LOSS in POLICY_LOSS_REGISTRY,
             "adv_estimator": names.ADV_ESTIMATOR in ADV_ESTIMATOR_REGISTRY,
+            "platform": PlatformRegistry.get(names.PLATFORM) is not None,
+            "rollout_replica": replica_registered(names.ROLLOUT_REPLICA),
         }
     """
 )
