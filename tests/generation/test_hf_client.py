@@ -1,4 +1,4 @@
-"""HFGenerationClient: vLLM sampling conventions, verl's token budget and raw logprobs on the tiny model."""
+"""HFGenerationClient: vLLM sampling conventions, verl's token budget and logprobs (both modes) on the tiny model."""
 
 from __future__ import annotations
 
@@ -37,6 +37,25 @@ def test_greedy_is_argmax_and_logprobs_are_the_models(client, prompt):
     expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
     assert out.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
     assert all(lp <= 0 for lp in out.log_probs)
+
+
+@pytest.mark.parametrize("mode", ["processed_logprobs", "raw_logprobs"])
+def test_sampled_logprobs_follow_logprobs_mode(client, prompt, mode):
+    """processed (verl's default): log_softmax(logits / T), what verl's actor computes; raw: before the temperature."""
+    sampler = HFGenerationClient(client.model, client.tokenizer, limits=client.limits, seed=1, logprobs_mode=mode)
+    params = {"temperature": 0.6, "top_p": 1.0, "top_k": -1, "logprobs": True}
+    out = asyncio.run(sampler.generate("r", prompt_ids=prompt, sampling_params=params))
+    with torch.no_grad():
+        logits = client.model(input_ids=torch.tensor([prompt + out.token_ids])).logits[0, len(prompt) - 1 : -1]
+    scaled = logits / 0.6 if mode == "processed_logprobs" else logits
+    expected = torch.log_softmax(scaled, -1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
+    assert out.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
+    assert sampler.score(prompt, out.token_ids, 0.6) == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+def test_unknown_logprobs_mode_is_refused(client):
+    with pytest.raises(ValueError, match="processed_logits"):
+        HFGenerationClient(client.model, client.tokenizer, limits=client.limits, logprobs_mode="processed_logits")
 
 
 def test_budget_follows_verls_vllm_server(client, prompt):
