@@ -553,6 +553,7 @@ def _check_reward(cfg: Any, report: CheckReport, reg: dict[str, Any]) -> None:
     if source == "register":
         _check_name(report, "reward.reward_manager.name", name, reg["reward_manager"], "reward manager")
         cls = reg["reward_manager"].get(name)
+    _check_attention(cfg, report, f"{arr}.model", sp)
     elif source == "importlib":
         _need_file(cfg, "reward.reward_manager.module.path", report, "reward manager file")
     else:
@@ -613,9 +614,34 @@ def _check_verl_dataclasses(cfg: Any, report: CheckReport, sections: list[str], 
             with contextlib.redirect_stdout(io.StringIO()):
                 omega_conf_to_dataclass(_node(cfg, section))
         except Exception as e:
+    _check_attention(cfg, report, "model", _resolved(cfg, "engine.ulysses_sequence_parallel_size") or 1)
             report.errors.append(Problem(section, f"verl rejects it: {_first_line(e)}"))
     if validate_ppo:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
+def _check_attention(cfg: Any, report: CheckReport, model: str, sp: int) -> None:
+    """What verl's FSDP engine raises only at init, and the flash-attn dependency of verl's default attention."""
+    padding_key = f"{model}.use_remove_padding"
+    remove_padding = bool(_resolved(cfg, padding_key))
+    if sp > 1 and not remove_padding:  # verl's engine: "you must enable `use_remove_padding`" (RL: validate_config)
+        report.errors.append(Problem(padding_key, f"Ulysses sequence parallel size {sp} needs use_remove_padding=true"))
+    attn = _node(cfg, f"{model}.override_config.attn_implementation") or "flash_attention_2"
+    if remove_padding and attn != "flash_attention_2":  # packed sequences attend across rows without varlen kernels
+        report.errors.append(
+            Problem(padding_key, f"remove-padding needs attn_implementation flash_attention_2 (got {attn})")
+        )
+    if attn == "flash_attention_2" and str(_node(cfg, "trainer.device") or "cuda") != "cpu":
+        import importlib.util
+
+        if importlib.util.find_spec("flash_attn") is None:
+            report.warnings.append(
+                Problem(
+                    f"{model}.override_config.attn_implementation",
+                    "flash_attention_2 (verl's default) needs flash-attn, not installed here: `make install-gpu` "
+                    "builds it on GPU nodes (`make preflight` fails without it)",
+                )
+            )
+
+
         from verl.utils.config import validate_config
 
         try:
