@@ -541,6 +541,7 @@ def _check_rl(cfg: Any, report: CheckReport, strict_paths: bool) -> None:
 
     for key, hub_ok in (("data.train_files", False), ("data.val_files", False), (f"{arr}.model.path", True)):
         _check_data_or_model(cfg, key, report, strict_paths, hub_ok)
+    _check_attention(cfg, report, f"{arr}.model", sp)
     _check_verl_dataclasses(cfg, report, ["algorithm", f"{arr}.rollout"], validate_ppo=True)
 
 
@@ -553,7 +554,6 @@ def _check_reward(cfg: Any, report: CheckReport, reg: dict[str, Any]) -> None:
     if source == "register":
         _check_name(report, "reward.reward_manager.name", name, reg["reward_manager"], "reward manager")
         cls = reg["reward_manager"].get(name)
-    _check_attention(cfg, report, f"{arr}.model", sp)
     elif source == "importlib":
         _need_file(cfg, "reward.reward_manager.module.path", report, "reward manager file")
     else:
@@ -602,22 +602,10 @@ def _check_sft(cfg: Any, report: CheckReport, strict_paths: bool) -> None:
             )
     for key, hub_ok in (("data.train_files", False), ("data.val_files", False), ("model.path", True)):
         _check_data_or_model(cfg, key, report, strict_paths, hub_ok)
+    _check_attention(cfg, report, "model", _resolved(cfg, "engine.ulysses_sequence_parallel_size") or 1)
     _check_verl_dataclasses(cfg, report, ["optim", "engine", "checkpoint"], validate_ppo=False)
 
 
-def _check_verl_dataclasses(cfg: Any, report: CheckReport, sections: list[str], *, validate_ppo: bool) -> None:
-    """Build verl's config dataclasses (their __post_init__ checks values) and run main_ppo's validate_config."""
-    from verl.utils import omega_conf_to_dataclass
-
-    for section in sections:
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                omega_conf_to_dataclass(_node(cfg, section))
-        except Exception as e:
-    _check_attention(cfg, report, "model", _resolved(cfg, "engine.ulysses_sequence_parallel_size") or 1)
-            report.errors.append(Problem(section, f"verl rejects it: {_first_line(e)}"))
-    if validate_ppo:
-        from verl.trainer.ppo.utils import need_critic, need_reference_policy
 def _check_attention(cfg: Any, report: CheckReport, model: str, sp: int) -> None:
     """What verl's FSDP engine raises only at init, and the flash-attn dependency of verl's default attention."""
     padding_key = f"{model}.use_remove_padding"
@@ -642,6 +630,18 @@ def _check_attention(cfg: Any, report: CheckReport, model: str, sp: int) -> None
             )
 
 
+def _check_verl_dataclasses(cfg: Any, report: CheckReport, sections: list[str], *, validate_ppo: bool) -> None:
+    """Build verl's config dataclasses (their __post_init__ checks values) and run main_ppo's validate_config."""
+    from verl.utils import omega_conf_to_dataclass
+
+    for section in sections:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                omega_conf_to_dataclass(_node(cfg, section))
+        except Exception as e:
+            report.errors.append(Problem(section, f"verl rejects it: {_first_line(e)}"))
+    if validate_ppo:
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import validate_config
 
         try:
