@@ -33,7 +33,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
-from agentrl_recipe import names, trace
+from agentrl_recipe import compat, names, trace
 from agentrl_recipe.config import SandboxConfig, from_mapping, to_plain
 from agentrl_recipe.rewards import scoring
 from agentrl_recipe.rewards.isolation import GraderTimeout
@@ -41,6 +41,8 @@ from agentrl_recipe.rewards.isolation import GraderTimeout
 logger = logging.getLogger(__name__)
 
 TOOL_BONUS_MODES = ("paper", "released", "off")
+TOOL_BONUS_COUNTS = ("turns", "tool_calls")
+CODE_RULES = ("open_agentrl", "lcb")
 OVERLONG_COUNTS = ("all", "model")
 
 # Keys of every row's reward_extra_info (fixed, so verl can stack rows of different task kinds into columns).
@@ -85,25 +87,40 @@ class RewardKwargs:
     # included. "model": only tokens the model generated (response_mask == 1) — needs the batch's response_mask or
     # the agent loop's names.FIELD_MODEL_TOKENS field.
     overlong_count: str = "all"
-    # Wrong-answer tool bonus min(cap, s + per_call·(num_turns − 2)/2) [paper Eq. 8; code reward.py]:
-    # "paper" — num_turns is verl's __num_turns__ (= 2·tool calls + 2), so the bonus is per_call·(tool calls);
-    # "released" — what the released code computed: its DAPO manager never passed num_turns, so num_turns = 0 and every
-    #   wrong answer scores min(cap, s − per_call) = −1.1 (Open-AgentRL issue #13, PR #15);
+    # Keys left None take the value agentrl.compat gives them (agentrl_recipe/compat.py): open_agentrl = the
+    # released code, agentrl = our fixes.
+    # Wrong-answer tool bonus min(cap, s + per_call·n) [paper Eq. 8; code reward.py]:
+    # "paper" (compat agentrl) — n counted as tool_bonus_count says;
+    # "released" (compat open_agentrl) — what the released code computed: its DAPO manager never passed num_turns, so
+    #   n = (0 − 2)/2 and every wrong answer scores min(cap, s − per_call) = −1.1 (Open-AgentRL issue #13, PR #15);
     # "off" — no bonus.
-    tool_bonus: str = "paper"
+    tool_bonus: str | None = None
+    # What n counts for tool_bonus=paper. "turns" (compat open_agentrl; the formula of [code] reward.py):
+    # (verl's __num_turns__ − 2)/2, where an answered malformed call (agent_loop.malformed_call_feedback) is a turn
+    # too, so each one earns per_call. "tool_calls" (compat agentrl): the tool calls the loop executed
+    # (agentrl_tool_calls, malformed ones excluded); equal to "turns" when no call is malformed.
+    tool_bonus_count: str | None = None
     tool_bonus_cap: float = -0.6  # [code] −0.6: a wrong answer never scores above this
     tool_bonus_per_call: float = 0.1  # [code] 0.1 per tool call
     # "strict" [paper]/[code]: exact match of the last \boxed{}. "math_verify": same extraction, math-verify
     # equivalence (a deviation; the original used math-verify only for code rows without tests).
     math_verifier: str = "strict"
     math_verify_timeout_s: float = 10.0  # hard kill of the math-verify helper process (not in the original)
-    # Per-test timeout. [code] 30 s per test case, cases run concurrently on SandboxFusion; 6 s is LiveCodeBench's
-    # harness default, which the paper's LCB numbers use. Tests of one program run sequentially here.
-    code_timeout_s_per_test: float = 6.0
-    # Cap on grading one program (all its tests). [code] ≈30 s wall (concurrent cases). Tests not reached count as
-    # timeouts.
-    code_total_timeout_s: float = 60.0
-    code_memory_mb: int | None = None  # None: agentrl.sandbox.memory_mb ([code] reward: 1024 MB, tool: 2048 MB)
+    # Code grading rules. "open_agentrl" (compat open_agentrl): the released code_math.py, rule for rule
+    # (agentrl_recipe/rewards/code_released.py: each test run alone, concurrently, 30 s and 1024 MB, exit code 0
+    # and stdout.rstrip("\n") == expected, call results printed as json.dumps/str, a missing function −1).
+    # "lcb" (compat agentrl): LiveCodeBench's rules (rewards/code_grading.py: stripped lines, Decimal equality,
+    # JSON values, a missing function scores 0).
+    code_rules: str | None = None
+    # lcb rules: per-test timeout, tests of one program in sequence. [code] 30 s per test case, cases concurrent
+    # (compat open_agentrl: 30, and code_rules=open_agentrl always uses 30); 6 s (compat agentrl) is LiveCodeBench's
+    # harness default, which the paper's LCB numbers use.
+    code_timeout_s_per_test: float | None = None
+    # lcb rules: cap on grading one program (all its tests); tests not reached count as timeouts. [code] none
+    # (compat open_agentrl: None); compat agentrl: 60 s.
+    code_total_timeout_s: float | None = None
+    # None: code_rules=open_agentrl 1024 MB ([code] reward), lcb agentrl.sandbox.memory_mb ([code] tool: 2048 MB).
+    code_memory_mb: int | None = None
     # Hard cap on one row's grading, any task kind (queueing for a slot excluded). A timed-out row is scored as a
     # wrong answer and flagged agentrl_grader_timeout. Not in the original (a stuck grade stalled the batch).
     grader_timeout_s: float = 120.0
@@ -114,11 +131,13 @@ class RewardKwargs:
             self.overlong_buffer_cfg = from_mapping(
                 OverlongBufferConfig, self.overlong_buffer_cfg, where="reward.reward_kwargs.overlong_buffer_cfg"
             )
-        _check_choice("tool_bonus", self.tool_bonus, TOOL_BONUS_MODES)
+        _check_choice("tool_bonus", self.tool_bonus, (*TOOL_BONUS_MODES, None))
+        _check_choice("tool_bonus_count", self.tool_bonus_count, (*TOOL_BONUS_COUNTS, None))
+        _check_choice("code_rules", self.code_rules, (*CODE_RULES, None))
         _check_choice("overlong_count", self.overlong_count, OVERLONG_COUNTS)
         _check_choice("math_verifier", self.math_verifier, scoring.MATH_VERIFIERS)
         for key in ("math_verify_timeout_s", "code_timeout_s_per_test", "code_total_timeout_s", "grader_timeout_s"):
-            if not float(getattr(self, key)) > 0:
+            if getattr(self, key) is not None and not float(getattr(self, key)) > 0:
                 raise ValueError(f"reward.reward_kwargs.{key} must be > 0, got {getattr(self, key)!r}")
         if int(self.max_concurrency) < 1:
             raise ValueError(f"reward.reward_kwargs.max_concurrency must be >= 1, got {self.max_concurrency!r}")
@@ -133,14 +152,17 @@ class RewardKwargs:
                 )
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any] | None) -> RewardKwargs:
-        return from_mapping(cls, _plain(values), where="reward.reward_kwargs")
+    def from_dict(cls, values: Mapping[str, Any] | None, *, mode: str = compat.DEFAULT_MODE) -> RewardKwargs:
+        """The kwargs with every None behaviour key set from compat ``mode``."""
+        kwargs = from_mapping(cls, _plain(values), where="reward.reward_kwargs")
+        keys = ("tool_bonus", "tool_bonus_count", "code_rules", "code_timeout_s_per_test", "code_total_timeout_s")
+        return dataclasses.replace(kwargs, **{k: compat.default(k, getattr(kwargs, k), mode) for k in keys})
 
     @classmethod
     def from_trainer_config(cls, config: Any) -> RewardKwargs:
         reward = config.get("reward") if hasattr(config, "get") else None
         values = _plain(reward.get("reward_kwargs") if reward is not None else None)
-        kwargs = cls.from_dict(values)
+        kwargs = cls.from_dict(values, mode=compat.mode_of(config))
         if kwargs.max_resp_len is None:
             data = config.get("data") if hasattr(config, "get") else None
             max_len = data.get("max_response_length") if data is not None else None
@@ -166,20 +188,38 @@ def _plain(values: Any) -> dict[str, Any]:
 # --- the shaping rules, as pure functions (tested directly and through the manager) ---
 
 
-def apply_tool_bonus(score: float, num_turns: int | None, mode: str, *, cap: float = -0.6, per_call: float = 0.1):
-    """Return (shaped score, bonus added). Only wrong answers (score < 0) are shaped."""
+def apply_tool_bonus(
+    score: float,
+    num_turns: int | None,
+    mode: str,
+    *,
+    cap: float = -0.6,
+    per_call: float = 0.1,
+    tool_calls: int | None = None,
+    count: str = "turns",
+):
+    """Return (shaped score, bonus added). Only wrong answers (score < 0) are shaped.
+
+    ``count="turns"``: n = (num_turns − 2)/2 (the released formula); ``"tool_calls"``: n = ``tool_calls``."""
     if mode == "off" or score >= 0:
         return score, 0.0
     if mode == "released":
-        turns = 0
+        n = (0 - 2) / 2
+    elif count == "tool_calls":
+        if tool_calls is None:
+            raise ValueError(
+                f"tool_bonus_count=tool_calls needs the agent loop's {names.FIELD_TOOL_CALLS!r} field, which this "
+                "trajectory lacks; run through agentrl_tool_agent or set reward.reward_kwargs.tool_bonus_count=turns"
+            )
+        n = int(tool_calls)
     elif num_turns is None:
         raise ValueError(
             "tool_bonus=paper needs the trajectory's num_turns (verl's __num_turns__), which this batch lacks; "
             "run through verl's agent loop or set reward.reward_kwargs.tool_bonus to released/off"
         )
     else:
-        turns = int(num_turns)
-    shaped = min(cap, score + per_call * (turns - 2) / 2)
+        n = (int(num_turns) - 2) / 2
+    shaped = min(cap, score + per_call * n)
     return shaped, shaped - score
 
 
@@ -248,6 +288,8 @@ class AgentRLRewardManager(RewardManagerBase):
                 self.settings.tool_bonus,
                 cap=self.settings.tool_bonus_cap,
                 per_call=self.settings.tool_bonus_per_call,
+                tool_calls=_optional_int(tool_fields.get(names.FIELD_TOOL_CALLS)),
+                count=self.settings.tool_bonus_count,
             )
         length = self._measured_length(item, valid_len, tool_fields)
         buf = self.settings.overlong_buffer_cfg
@@ -311,9 +353,10 @@ class AgentRLRewardManager(RewardManagerBase):
                 math_verifier=s.math_verifier,
                 math_verify_timeout_s=s.math_verify_timeout_s,
                 sandbox=self.sandbox_config,
+                code_rules=s.code_rules,
                 code_timeout_s_per_test=s.code_timeout_s_per_test,
                 code_total_timeout_s=s.code_total_timeout_s,
-                code_memory_mb=s.code_memory_mb if s.code_memory_mb is not None else self.sandbox_config.memory_mb,
+                code_memory_mb=s.code_memory_mb if s.code_rules == "open_agentrl" else self._lcb_memory_mb(),
             )
         kwargs = {"data_source": data_source, "solution_str": solution_str, "ground_truth": ground_truth}
         kwargs["extra_info"] = extra_info
@@ -330,6 +373,10 @@ class AgentRLRewardManager(RewardManagerBase):
         if not isinstance(result, Mapping):
             result = {"score": float(result), "acc": float(result) > 0}
         return dict(result)
+
+    def _lcb_memory_mb(self) -> int:
+        s = self.settings
+        return s.code_memory_mb if s.code_memory_mb is not None else self.sandbox_config.memory_mb
 
     def _measured_length(self, item: Any, valid_len: int, tool_fields: Mapping[str, Any]) -> int:
         if self.settings.overlong_count == "all":

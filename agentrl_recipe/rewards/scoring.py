@@ -38,7 +38,9 @@ from typing import Any, Literal
 
 from verl.utils.reward_score import math_dapo
 
-from agentrl_recipe.rewards.code_grading import LCB_TIMEOUT_S, CodeTests, agrade_program, run_coroutine_sync
+from agentrl_recipe.rewards import code_released
+from agentrl_recipe.rewards.assert_tests import AssertTests, agrade_asserts, invalid_ground_truth, parse_code_tests
+from agentrl_recipe.rewards.code_grading import LCB_TIMEOUT_S, agrade_program, run_coroutine_sync
 
 TaskKind = Literal["math", "gpqa", "code"]
 TASK_KINDS: tuple[str, ...] = ("math", "gpqa", "code")
@@ -189,11 +191,14 @@ async def ascore_code(
     memory_mb: int | None = None,
 ) -> dict[str, Any]:
     """Fraction of tests passed in [0, 1]; −1 without a parseable last python block; infra failures flagged."""
-    tests = CodeTests.parse(ground_truth)  # bad ground truth is a data bug: raise, whatever the answer
+    try:  # LCB-style I/O tests or a LeetCode assert harness (rewards/assert_tests.py)
+        tests = parse_code_tests(ground_truth)
+    except ValueError as exc:  # unknown/broken form: a data bug, flagged (validation rejects it at data prep)
+        return invalid_ground_truth(exc, ground_truth)
     program = extract_last_python_block(solution_str)
     if program is None or not parseable_python(program):
         return _no_code_result(None, len(tests))
-    grade = await agrade_program(
+    grade = await (agrade_asserts if isinstance(tests, AssertTests) else agrade_program)(
         program,
         tests,
         sandbox=_resolve_sandbox(sandbox),
@@ -234,18 +239,30 @@ async def acompute_score(
     math_verifier: str = "strict",
     math_verify_timeout_s: float = 10.0,
     sandbox: Any = None,
+    code_rules: str = "lcb",
     code_timeout_s_per_test: float = LCB_TIMEOUT_S,
     code_total_timeout_s: float | None = None,
     code_memory_mb: int | None = None,
     **_: Any,
 ) -> dict[str, Any]:
-    """Score one response (coroutine). Extra keyword arguments verl passes (reward_router_address, ...) are ignored."""
+    """Score one response (coroutine). Extra keyword arguments verl passes (reward_router_address, ...) are ignored.
+
+    ``code_rules``: "lcb" (LiveCodeBench's rules, :mod:`code_grading`) or "open_agentrl" (the released code's,
+    :mod:`code_released`; its own 30 s per test, ``code_memory_mb`` default 1024)."""
+    if code_rules not in ("lcb", "open_agentrl"):
+        raise ValueError(f"code_rules must be 'lcb' or 'open_agentrl', got {code_rules!r}")
     if math_verifier not in MATH_VERIFIERS:
         raise ValueError(f"math_verifier must be one of {MATH_VERIFIERS}, got {math_verifier!r}")
     if not isinstance(solution_str, str):
         raise TypeError(f"solution_str must be a string, got {type(solution_str).__name__}")
     kind = task_kind(data_source)
-    if kind == "code":
+    if kind == "code" and code_rules == "open_agentrl":
+        memory_mb = code_released.MEMORY_MB if code_memory_mb is None else code_memory_mb
+        sandbox = _resolve_sandbox(sandbox)
+        result = await code_released.ascore_code_released(
+            solution_str, ground_truth, sandbox=sandbox, memory_mb=memory_mb
+        )
+    elif kind == "code":
         result = await ascore_code(
             solution_str,
             ground_truth,
