@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
 
 HOST_SECRET_ENV = "AGENTRL_TEST_HOST_SECRET"
 HOST_SECRET_VALUE = "s3cr3t-do-not-leak-4242"
@@ -47,3 +53,24 @@ def settled_count(pool: Any, expect_at_most: int | None = None, timeout_s: float
             return n
         time.sleep(0.1)
     return last
+
+
+@contextlib.contextmanager
+def serve(app: FastAPI):
+    """Run ``app`` with uvicorn on an ephemeral 127.0.0.1 port in a thread; yields the base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", backlog=4096, timeout_keep_alive=30))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "test server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -3,42 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-import threading
 import time
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from sandbox_test_helpers import serve
 
 from agentrl_recipe.config import SandboxConfig
 from agentrl_recipe.tools.sandbox.fusion_client import SandboxFusionClient
 from agentrl_recipe.tools.sandbox.protocol import response_from_result, result_from_response
 from agentrl_recipe.tools.sandbox.server import create_app
 from agentrl_recipe.tools.sandbox.types import ExecResult
-
-
-@contextlib.contextmanager
-def serve(app: FastAPI):
-    """Run ``app`` with uvicorn on an ephemeral 127.0.0.1 port in a thread; yields the base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", backlog=4096, timeout_keep_alive=30))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "test server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 @pytest.fixture(scope="module")
