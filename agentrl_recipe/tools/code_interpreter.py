@@ -2,9 +2,13 @@
 
 Loaded by verl from ``verl_configs/tools/code_interpreter.yaml`` (``actor_rollout_ref.rollout.multi_turn.
 tool_config_path``), once per AgentLoopWorker. Behaviour (paper: ``CustomSandboxFusionTool`` in
-``recipe/demystify/reward.py``): strip ```python fences, print a final bare expression (with ``ast``, see
-:mod:`agentrl_recipe.tools.code_prep`), run with a 30 s timeout and 2 GB of memory, return stdout + stderr. Where the
-paper returns the bare string "no stdout here" on a timeout or sandbox failure, this says what happened.
+``recipe/demystify/reward.py``): strip ```python fences, print the last value, run with a 30 s timeout and 2 GB of
+memory, return stdout + stderr. Two behaviours follow ``agentrl.compat`` unless set in the tool YAML:
+``auto_print`` (``last_line``: the released ``print(<last line>)``; ``expression``: a final bare expression, with
+``ast``; see :mod:`agentrl_recipe.tools.code_prep`) and ``failure_reply`` (``no_stdout``: the released bare
+"no stdout here" on a timeout or sandbox failure, partial output dropped; ``explain``: the partial output and why).
+The tool YAML is loaded apart from the trainer config, so ``agentrl_tool_agent`` hands the tool the trainer's
+``agentrl.compat`` (:meth:`CodeInterpreterTool.use_compat`); the tool YAML's own ``compat`` key wins when set.
 verl's ``max_tool_response_length`` truncation stays in the agent loop config.
 
 Every call returns metrics ``{"status", "latency_s", ...}`` (the agent loop logs them); ``status`` is the sandbox
@@ -32,13 +36,17 @@ from typing import Any
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from agentrl_recipe import names, trace
+from agentrl_recipe import compat, names, trace
 from agentrl_recipe.config import SandboxConfig, from_mapping
-from agentrl_recipe.tools.code_prep import build_run, extract_code
+from agentrl_recipe.tools.code_prep import build_run, extract_code, released_prep
 from agentrl_recipe.tools.rate_limit import GlobalLimiter
 from agentrl_recipe.tools.sandbox import ExecResult, Sandbox, get_sandbox
 
 logger = logging.getLogger(__name__)
+
+AUTO_PRINT_MODES = ("last_line", "expression", "off")
+FAILURE_REPLIES = ("no_stdout", "explain")
+RELEASED_NO_OUTPUT = "no stdout here"  # [code] verl/tools/sandbox_fusion_tools.py, verbatim
 
 DEFAULT_SCHEMA = {
     "type": "function",
@@ -63,7 +71,14 @@ class CodeInterpreterConfig:
     memory_mb: int = 2048  # paper: memory_limit_mb 2048
     max_concurrency: int = 128  # per AgentLoopWorker; paper: num_workers 128
     global_max_concurrency: int | None = 128  # all workers (Ray actor); paper: rate_limit 128; None = off
-    auto_print: bool = True  # print a final bare expression (paper: yes, by wrapping the last line)
+    # null = from compat: the trainer's agentrl.compat, told by agentrl_tool_agent (standalone: compat.DEFAULT_MODE)
+    compat: str | None = None
+    # null = from compat. "last_line" (open_agentrl, [code]): print(<last non-empty line>) unless it starts with
+    # print. "expression" (agentrl): print a final bare expression's value (ast). "off". true/false = expression/off.
+    auto_print: str | bool | None = None
+    # null = from compat. "no_stdout" (open_agentrl, [code]): a timeout or sandbox failure answers "no stdout here",
+    # partial output dropped. "explain" (agentrl): the partial output, then what happened.
+    failure_reply: str | None = None
     stateful: bool = False  # keep interpreter state per trajectory (paper: no)
     max_sessions: int = 1024  # stateful: trajectories remembered per worker (LRU)
     session_ttl_s: float = 1800.0  # stateful: forget a trajectory idle this long
@@ -90,6 +105,7 @@ class CodeInterpreterTool(BaseTool):
         s = self.settings
         if s.timeout_s <= 0 or s.memory_mb <= 0 or s.max_concurrency < 1:
             raise ValueError(f"{names.TOOL_NAME}: timeout_s, memory_mb and max_concurrency must be positive")
+        self.use_compat(compat.DEFAULT_MODE)
         self.sandbox_config = SandboxConfig.from_dict(s.sandbox)
         self._sandbox: Sandbox | None = None
         self._sem = asyncio.Semaphore(s.max_concurrency)
@@ -97,6 +113,19 @@ class CodeInterpreterTool(BaseTool):
         self._histories: OrderedDict[str, _History] = OrderedDict()
 
     # verl's BaseTool prints the schema at construction; get_openai_tool_schema is inherited.
+
+    def use_compat(self, mode: str) -> None:
+        """Resolve auto_print / failure_reply from ``mode`` (the tool YAML's ``compat`` and explicit keys win)."""
+        s = self.settings
+        mode = compat.check_mode(s.compat or mode, where=f"{names.TOOL_NAME} compat")
+        auto = {True: "expression", False: "off"}.get(s.auto_print, s.auto_print)  # type: ignore[arg-type]
+        self.auto_print = compat.default("auto_print", auto, mode)
+        self.failure_reply = compat.default("failure_reply", s.failure_reply, mode)
+        if self.auto_print not in AUTO_PRINT_MODES or self.failure_reply not in FAILURE_REPLIES:
+            raise ValueError(
+                f"{names.TOOL_NAME}: auto_print must be one of {AUTO_PRINT_MODES} (or true/false) and failure_reply "
+                f"one of {FAILURE_REPLIES}; got {s.auto_print!r}, {s.failure_reply!r}"
+            )
 
     @property
     def sandbox(self) -> Sandbox:
@@ -112,11 +141,12 @@ class CodeInterpreterTool(BaseTool):
         if not isinstance(code, str) or not code.strip():
             text = f"Error: {names.TOOL_NAME} needs a non-empty string argument `code`."
             return ToolResponse(text=text), 0.0, {"status": "invalid_arguments", "latency_s": 0.0}
-        cell = extract_code(code)
+        last_line = self.auto_print == "last_line"
+        cell = released_prep(code) if last_line else extract_code(code)
         key = self._history_key(kwargs.get("agent_data"))
         history = self._history(key) if key is not None else None
         program, files = build_run(
-            cell, auto_print=self.settings.auto_print, history=history.cells if history else None
+            cell, auto_print=self.auto_print == "expression", history=history.cells if history else None
         )
         queued = time.perf_counter()
         trace.mark(names.TOOL_NAME, sandbox=type(self.sandbox).__name__)
@@ -139,6 +169,8 @@ class CodeInterpreterTool(BaseTool):
         }
         if res.infra_error:
             logger.warning("%s: sandbox infra_error: %s", names.TOOL_NAME, res.message)
+        if self.failure_reply == "no_stdout":
+            return ToolResponse(text=format_result_released(res)), 0.0, metrics
         return ToolResponse(text=format_result(res, self.settings.timeout_s, self.settings.memory_mb)), 0.0, metrics
 
     # ------------------------------------------------------------------ stateful mode
@@ -168,6 +200,12 @@ class CodeInterpreterTool(BaseTool):
     def forget(self, request_id: str) -> None:
         """Drop a trajectory's state (e.g. when its rollout ends)."""
         self._histories.pop(request_id, None)
+
+
+def format_result_released(res: ExecResult) -> str:
+    """The released tool's reply: stdout + stderr when the run finished (SandboxFusion ``Finished``: any exit code,
+    a memory kill, our output cap), else — a timeout or a sandbox failure — the bare "no stdout here"."""
+    return RELEASED_NO_OUTPUT if res.status in ("timeout", "infra_error") else res.stdout + res.stderr
 
 
 def format_result(res: ExecResult, timeout_s: float, memory_mb: int) -> str:

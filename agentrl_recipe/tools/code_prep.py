@@ -9,6 +9,11 @@
 * Stateful replay — the launcher first re-runs the trajectory's earlier cells with their output swallowed.
 
 Code without a final expression (and without history) runs as-is, no launcher.
+
+``auto_print: last_line`` (``agentrl.compat: open_agentrl``) is the released tool's rule instead, mistakes included
+(:func:`released_prep`): the first ```` ```python ```` block, stripped; then the last non-empty line, unless it starts
+with ``print``, becomes ``print(<line>)`` — ``x = 1`` gives a TypeError, an indented last line an IndentationError, a
+trailing comment a SyntaxError.
 """
 
 from __future__ import annotations
@@ -70,6 +75,24 @@ def _agentrl_show_(value):
 
 _agentrl_run_()
 """
+
+
+_RELEASED_FENCE = re.compile(r"```python(.*?)```", re.DOTALL)
+
+
+def released_prep(code: str) -> str:
+    """What ``CustomSandboxFusionTool.execute`` ran for argument ``code`` (Open-AgentRL recipe/demystify/reward.py)."""
+    blocks = _RELEASED_FENCE.findall(code)
+    if blocks:
+        code = blocks[0].strip()
+    lines = code.split("\n")
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i] == "":  # only truly empty lines are skipped; a line of spaces is "the last line"
+            continue
+        if not lines[i].startswith("print"):
+            lines[i] = f"print({lines[i]})"
+        break
+    return "\n".join(lines)
 
 
 def extract_code(text: str) -> str:
