@@ -40,6 +40,9 @@ class CPUInputSizes:
     val_problems: int = 16
     hidden_size: int = 64
     num_layers: int = 2
+    # Fraction of SFT problems the teacher solves with the right operator; below 1 its wrong (but really executed)
+    # trajectories are kept too, leaving the SFT model room that RL can close (the demo's setting; 1 = verified only).
+    teacher_accuracy: float = 1.0
 
 
 def _paths(out_dir: Path) -> CPUInputs:
@@ -57,12 +60,19 @@ def prepare(out_dir: Path = DEFAULT_DIR, sizes: CPUInputSizes = CPUInputSizes())
     if stamp.is_file() and stamp.read_text() == wanted and all(p.exists() for p in dataclasses.astuple(paths)):
         return paths
     out_dir.mkdir(parents=True, exist_ok=True)
-    train, held_out = demo_task.make_splits(sizes.sft_problems + sizes.rl_problems, sizes.val_problems, seed=sizes.seed)
+    train, held_out = demo_task.make_splits(
+        sizes.sft_problems + sizes.rl_problems,
+        sizes.val_problems,
+        seed=sizes.seed,
+        teacher_accuracy=sizes.teacher_accuracy,
+    )
     sft_problems, rl_problems = train[: sizes.sft_problems], train[sizes.sft_problems :]
     demo_task.build_task_model(
         paths.model, sft_problems, seed=sizes.seed, hidden_size=sizes.hidden_size, num_layers=sizes.num_layers
     )
-    asyncio.run(demo_task.teacher_sft_set(paths.model, sft_problems, paths.sft))
+    keep_wrong = sizes.teacher_accuracy < 1.0
+    teacher = asyncio.run(demo_task.teacher_sft_set(paths.model, sft_problems, paths.sft, keep_wrong=keep_wrong))
+    (out_dir / "teacher.json").write_text(json.dumps(teacher, indent=2))  # counts: attempted, kept, kept wrong, …
     demo_task.write_parquet(demo_task.rl_rows(rl_problems, split="train"), paths.rl_train)
     demo_task.write_parquet(demo_task.rl_rows(held_out, split="heldout"), paths.rl_val)
     stamp.write_text(wanted)

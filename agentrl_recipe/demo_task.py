@@ -47,30 +47,50 @@ class Problem:
     """One word problem: what the user sees, the teacher's program and the verified answer."""
 
     question: str
-    code: str  # the teacher's program; prints the answer
+    code: str  # the teacher's program (prints the answer, or a wrong operator's result: see teacher_accuracy)
     answer: str  # ground truth (str, as reward_model.ground_truth)
     key: tuple[int, int, int]  # (template index, a, b): the split is disjoint on this
+    teacher_output: str = ""  # what the teacher's program prints (= answer unless the teacher erred)
 
     @property
     def prompt(self) -> list[dict[str, str]]:
         return [{"role": "user", "content": f"{self.question} {INSTRUCTION}"}]
 
 
-def _problem(template_index: int, a: int, b: int, name: str) -> Problem:
+OPERATORS = ("+", "-", "*")
+
+
+def _problem(template_index: int, a: int, b: int, name: str, teacher_op: str | None = None) -> Problem:
     template, op = TEMPLATES[template_index]
     if op == "-" and b > a:
         a, b = b, a
-    answer = {"+": a + b, "-": a - b, "*": a * b}[op]
+    values = {"+": a + b, "-": a - b, "*": a * b}
     return Problem(
         question=template.format(name=name, a=a, b=b),
-        code=f"print({a} {op} {b})",
-        answer=str(answer),
+        code=f"print({a} {teacher_op or op} {b})",
+        answer=str(values[op]),
         key=(template_index, a, b),
+        teacher_output=str(values[teacher_op or op]),
     )
 
 
-def make_splits(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[list[Problem], list[Problem]]:
-    """Deterministic train / held-out problems, disjoint on (template, a, b); names are drawn per problem."""
+def _teacher_op(template_index: int, rng: random.Random, teacher_accuracy: float) -> str:
+    """The operator the teacher writes: the template's with probability ``teacher_accuracy``, else another one."""
+    op = TEMPLATES[template_index][1]
+    if teacher_accuracy >= 1.0:
+        return op  # no draw: the splits of a perfect teacher do not depend on this function
+    return op if rng.random() < teacher_accuracy else rng.choice([o for o in OPERATORS if o != op])
+
+
+def make_splits(
+    n_train: int, n_eval: int, *, seed: int = 0, teacher_accuracy: float = 1.0
+) -> tuple[list[Problem], list[Problem]]:
+    """Deterministic train / held-out problems, disjoint on (template, a, b); names are drawn per problem.
+
+    ``teacher_accuracy`` < 1 makes the teacher pick a wrong operator for that fraction of the training problems
+    (its program still runs and it still answers with what the tool printed): a teacher right only part of the time.
+    Held-out problems always carry the right program.
+    """
     keys = sorted(
         {_problem(t, a, b, NAMES[0]).key for t in range(len(TEMPLATES)) for a in range(1, 10) for b in range(1, 10)}
     )
@@ -81,7 +101,10 @@ def make_splits(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[list[Probl
         raise ValueError(f"n_eval={n_eval} > {n_eval_keys} distinct held-out problems")
     eval_keys, train_keys = keys[:n_eval_keys], keys[n_eval_keys:]
     held_out = [_problem(*k, rng.choice(NAMES)) for k in eval_keys[:n_eval]]
-    train = [_problem(*rng.choice(train_keys), rng.choice(NAMES)) for _ in range(n_train)]
+    train = []
+    for _ in range(n_train):
+        key, name = rng.choice(train_keys), rng.choice(NAMES)
+        train.append(_problem(*key, name, _teacher_op(key[0], rng, teacher_accuracy)))
     return train, held_out
 
 
@@ -256,11 +279,16 @@ def build_task_model(
     return build_tiny_model(out_dir, spec)
 
 
-async def teacher_sft_set(model_dir: Path, problems: Sequence[Problem], out_path: Path) -> dict[str, Any]:
+async def teacher_sft_set(
+    model_dir: Path, problems: Sequence[Problem], out_path: Path, *, keep_wrong: bool = False
+) -> dict[str, Any]:
     """Real trajectories of the scripted teacher through the agent loop and sandbox, verified, as an SFT parquet.
 
-    Returns counts (attempted, kept, rejected, tool calls and failures, tool latency p50). Raises when nothing
-    verified: the sandbox is the usual cause.
+    A trajectory is kept when its answer is what the teacher's program really printed in the sandbox and, unless
+    ``keep_wrong`` (a teacher right only part of the time, see :func:`make_splits`), when ``agentrl_reward`` scored
+    it correct and ``compute_score`` verifies it against the ground truth. Returns counts (attempted, kept, kept
+    wrong, rejected, tool calls and failures, tool latency p50). Raises when nothing is kept: the sandbox is the
+    usual cause.
     """
     from transformers import AutoTokenizer
 
@@ -277,11 +305,13 @@ async def teacher_sft_set(model_dir: Path, problems: Sequence[Problem], out_path
     client.record_calls = False
     result = await arollout(rl_rows(problems, split="teacher"), client, cfg, n=1, score=True, progress=True)
     schemas = tool_schemas(cfg)
-    sft_rows = []
+    sft_rows, kept_wrong = [], 0
     for rec in sorted(result.records, key=lambda r: r.row_index):  # completion order varies; the SFT set must not
         problem = problems[rec.row_index]
-        verified = compute_score(DATA_SOURCE, rec.response, problem.answer)
-        if rec.messages is not None and (rec.score or 0.0) > 0.0 and verified.get("acc"):
+        executed = compute_score(DATA_SOURCE, rec.response, problem.teacher_output).get("acc")
+        correct = (rec.score or 0.0) > 0.0 and compute_score(DATA_SOURCE, rec.response, problem.answer).get("acc")
+        if rec.messages is not None and executed and (correct or keep_wrong):
+            kept_wrong += not correct
             sft_rows.append({"messages": sft_messages(rec.messages), "tools": schemas, "data_source": DATA_SOURCE})
     if not sft_rows:
         raise RuntimeError(
@@ -292,6 +322,7 @@ async def teacher_sft_set(model_dir: Path, problems: Sequence[Problem], out_path
     return {
         "attempted": len(result.records),
         "kept": len(sft_rows),
+        "kept_wrong": kept_wrong,
         "rejected": len(result.records) - len(sft_rows),
         "tool_calls": sum(r.tool_calls for r in result.records),
         "tool_failures": sum(r.tool_failures for r in result.records),
