@@ -126,7 +126,7 @@ LAUNCH_ARGS = $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
   $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) \
   $(if $(filter 1 true yes,$(SKIP_PREFLIGHT)),--skip-preflight)
 GPU_STAMP := $(VENV)/.install-gpu-stamp
-.PHONY: sft rl rl-smoke configs install-gpu test-gpu preflight
+.PHONY: sft rl rl-smoke rl-smoke-paper-layout configs install-gpu test-gpu preflight
 # sft/rl need no apt and no sandbox build: the launcher's cheap preflight refuses to start when the sandbox (RL) is
 # unusable and names the fix; SKIP_PREFLIGHT=1 launches anyway.
 sft: venv  ## SFT: CONFIG=agentrl_sft_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= ARGS="k=v …"] [DRY_RUN=1]
@@ -135,6 +135,8 @@ rl: venv  ## GRPO-TCR: CONFIG=agentrl_rl_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER
 	$(LAUNCH) rl $(LAUNCH_ARGS) $(ARGS)
 rl-smoke: install  ## two RL steps of the tiny model on one GPU (vLLM + FSDP, real plugin) [DRY_RUN=1 works on CPU]
 	$(LAUNCH) rl-smoke $(LAUNCH_ARGS) $(ARGS)
+rl-smoke-paper-layout: install  ## the paper's 8-GPU layout (TP4, SP4, offload) on the tiny model: step, save, resume, validate
+	$(LAUNCH) rl-smoke-paper-layout $(LAUNCH_ARGS) $(ARGS)
 preflight: venv  ## will CONFIG run on this node? driver/CUDA, GPUs, flash-attn, vLLM, sandbox, Ray CPUs, disk [ARGS=]
 	@if [ -z "$(CONFIG)" ]; then echo "usage: make preflight CONFIG=agentrl_rl_qwen3_4b [ARGS='k=v …']"; exit 2; fi
 	$(AGENTRL) preflight $(CONFIG) $(ARGS)

@@ -17,6 +17,11 @@ config, the check report and the command, and exits — on any machine, no GPU n
   in the driver's working directory (on a cluster they must lie on a filesystem every node sees).
 - **rl-smoke** builds the tiny offline model and a 16-row RL parquet under ``outputs/rl_smoke/`` (CPU), then runs
   two GRPO-TCR steps of ``agentrl_rl_smoke`` on one GPU (vLLM + FSDP, the real plugin, sandbox and reward).
+- **rl-smoke-paper-layout** runs ``agentrl_rl_smoke_paper_layout`` (the paper's TP 4 / SP 4 / offload /
+  remove-padding / 8-GPU layout, same tiny inputs) twice: step 1 with a checkpoint, then a launch that resumes from
+  it, trains step 2 and validates — the first thing to run on a new cluster.
+- Before anything starts (not with ``--dry-run``), the cheap part of :mod:`agentrl_recipe.preflight` runs; a failure
+  stops the launch with one line per problem (``--skip-preflight`` / ``SKIP_PREFLIGHT=1`` overrides it).
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from agentrl_recipe.cpu import PLATFORM_ENV
 
 PLUGIN_MODULE = "agentrl_recipe.plugin"
 SMOKE_CONFIG = "agentrl_rl_smoke"
+# The paper's layout on the tiny model (8 GPUs): step 1 with a checkpoint, then a second launch resuming from it.
+PAPER_LAYOUT_SMOKE_CONFIG = "agentrl_rl_smoke_paper_layout"
+SMOKE_STAGES = {"rl-smoke": SMOKE_CONFIG, "rl-smoke-paper-layout": PAPER_LAYOUT_SMOKE_CONFIG}
 SMOKE_DIR = Path("outputs/rl_smoke")
 # Keys holding file paths that Ray workers open; made absolute when they exist relative to the cwd or repo root.
 RL_PATH_KEYS = (
@@ -216,7 +224,7 @@ def prepare_smoke(out_dir: Path = SMOKE_DIR) -> dict[str, Path]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("stage", choices=("sft", "rl", "rl-smoke"))
+    parser.add_argument("stage", choices=("sft", "rl", *SMOKE_STAGES))
     parser.add_argument("--config", help="shipped config name or YAML path (default: agentrl_sft / agentrl_rl)")
     parser.add_argument("--model", help="model.path (SFT: HF id or path) / actor_rollout_ref.model.path (RL)")
     parser.add_argument("--data", help="data.train_files (a parquet path, or [a,b])")
@@ -241,9 +249,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    stage = "rl" if args.stage == "rl-smoke" else args.stage
-    if args.stage == "rl-smoke":
-        name = args.config or SMOKE_CONFIG
+    stage = "rl" if args.stage in SMOKE_STAGES else args.stage
+    if args.stage in SMOKE_STAGES:
+        name = args.config or SMOKE_STAGES[args.stage]
         made = prepare_smoke()
         print(f"smoke inputs: {made['model']} {made['train']}")
     else:
@@ -252,7 +260,7 @@ def main(args: argparse.Namespace) -> int:
         made = cpu_inputs.prepare()
         print(f"CPU inputs: {made.model} {made.sft} {made.rl_train} {made.rl_val}")
     overrides = build_overrides(args, stage)
-    report = configs.check(name, overrides, strict_paths=not args.dry_run or args.stage == "rl-smoke")
+    report = configs.check(name, overrides, strict_paths=not args.dry_run or args.stage in SMOKE_STAGES)
     if args.dry_run:
         from omegaconf import OmegaConf
 
@@ -266,10 +274,15 @@ def main(args: argparse.Namespace) -> int:
     if report.kind not in ("?", stage):
         print(f"{name} is an {report.kind} config; use `make {report.kind}`", file=sys.stderr)
         return 2
-    if report.kind == stage:  # it composed: show the command even when the check failed
-        command, env = (sft_command if stage == "sft" else rl_command)(name, overrides, args)
-        env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        print("command:", (env_prefix + " " if env_prefix else "") + shlex.join(command))
+    runs = []
+    if report.kind == stage:  # it composed: show the commands even when the check failed
+        build = sft_command if stage == "sft" else rl_command
+        if args.stage == "rl-smoke-paper-layout":  # step 1 and its checkpoint, then resume (resume_mode: auto)
+            runs.append(build(name, [*overrides, "trainer.total_training_steps=1"], args))
+        runs.append(build(name, overrides, args))
+        for command, env in runs:
+            env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            print("command:", (env_prefix + " " if env_prefix else "") + shlex.join(command))
     if not report.ok:
         print(f"not launching: fix the errors above (agentrl-recipe configs check {name})", file=sys.stderr)
         return 2
@@ -277,7 +290,11 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if not args.skip_preflight and not _preflight_passes(name, overrides):
         return 2
-    return subprocess.call(command, env={**os.environ, **env})
+    for command, env in runs:
+        code = subprocess.call(command, env={**os.environ, **env})
+        if code:
+            return code
+    return 0
 
 
 def _preflight_passes(name: str, overrides: list[str]) -> bool:
