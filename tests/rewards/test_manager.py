@@ -45,6 +45,7 @@ def base_config(tiny_model_dir):
                 f"actor_rollout_ref.model.path={tiny_model_dir}",
                 f"+reward.reward_kwargs.overlong_buffer_cfg.len={BUFFER}",
                 "+reward.reward_kwargs.code_timeout_s_per_test=2.0",
+                "+reward.reward_kwargs.tool_bonus_count=turns",  # these rows carry __num_turns__ only
                 "+agentrl.sandbox.backend=local",
                 "+agentrl.sandbox.pool_size=2",
             ],
