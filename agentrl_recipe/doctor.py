@@ -3,8 +3,9 @@
 The check runs in a **fresh subprocess** that does a plain ``import verl`` — exactly what every Ray worker does —
 so it sees what verl's plugin loader really did, not what this process happened to import. It reports the verl
 version, every ``agentrl_`` name as verl's own registries see it, the tool classes our tool YAMLs name, the
-sandbox backend's health, and torch / CUDA / vLLM availability. It exits non-zero, saying what to fix, when the
-plugin failed to load, a name is missing, or the sandbox does not work.
+sandbox's own Python packages (numpy, scipy, sympy, pandas, … with their pinned versions), the sandbox backend's
+health (it imports every one of those packages inside the sandbox), and torch / CUDA / vLLM availability. It exits
+non-zero, saying what to fix, when the plugin failed to load, a name is missing, or the sandbox does not work.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
         registered[kind] = info
 
     report["tools"] = _check_tools(problems)
+    report["sandbox_runtime"] = _sandbox_runtime()
     report["sandbox"] = _check_sandbox(problems) if check_sandbox else {"skipped": True}
     report["hardware"] = _hardware()
     report["ok"] = not problems
@@ -135,6 +137,17 @@ def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
                 problems.append(f"tool class {class_name} from {info['config']} does not import: {info['error']}")
             results.append(info)
     return results
+
+
+def _sandbox_runtime() -> dict[str, Any]:
+    """The local sandbox's own Python packages (runtime_env): where, for which Python, which pinned versions."""
+    from agentrl_recipe.tools.sandbox import runtime_env
+
+    try:
+        env = runtime_env.load()
+    except Exception as exc:  # the sandbox check below fails with the same reason when the backend is local
+        return {"ok": False, "root": str(runtime_env.default_root()), "error": str(exc)}
+    return {"ok": True, "root": str(env.root), "python": env.python_version, "packages": env.packages()}
 
 
 def _check_sandbox(problems: list[str]) -> dict[str, Any]:
@@ -206,6 +219,12 @@ def _print_human(report: dict[str, Any]) -> None:
         print(f"  [{mark}] {kind:15s} {info['name']:22s} {info.get('target', '')}")
     for tool in report.get("tools", []):
         print(f"  [{'ok ' if tool.get('resolvable') else 'BAD'}] tool            {tool['class_name']}")
+    runtime = report.get("sandbox_runtime", {})
+    if runtime.get("ok"):
+        packages = " ".join(f"{k}=={v}" for k, v in runtime.get("packages", {}).items())
+        print(f"  [ok ] sandbox python  {runtime.get('python')} at {runtime.get('root')}: {packages}")
+    elif runtime:
+        print(f"  [BAD] sandbox python  {runtime.get('error')}")
     sandbox = report.get("sandbox", {})
     if not sandbox.get("skipped"):
         status = "ok " if sandbox.get("ok") else "BAD"
