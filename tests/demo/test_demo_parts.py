@@ -1,4 +1,4 @@
-"""The demo's task, teacher and CPU training steps, checked against verl's own conventions."""
+"""The demo's task and teacher, its step table and its trainer runner, checked against verl's own conventions."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
-from agentrl_recipe import demo_task, names
+from agentrl_recipe import demo_report, demo_runs, demo_task, names
 
 
 def test_splits_are_deterministic_disjoint_and_correct() -> None:
@@ -90,103 +89,43 @@ def test_write_parquet_is_atomic_and_round_trips(tmp_path: Path) -> None:
     assert not list(path.parent.glob("*.tmp")) and pd.read_parquet(path)["a"].tolist() == [1]
 
 
-# ---------------------------------------------------------------------------------------------------- trainer
+def test_a_teacher_right_part_of_the_time_errs_on_training_problems_only() -> None:
+    train, heldout = demo_task.make_splits(400, 30, seed=1, teacher_accuracy=0.5)
+    wrong = [p for p in train if p.teacher_output != p.answer]
+    assert 0.35 < len(wrong) / len(train) < 0.65  # ~half (a wrong operator can still hit the answer: 2+2 = 2*2)
+    for p in train:
+        assert str(eval(p.code.removeprefix("print(").removesuffix(")"))) == p.teacher_output  # what it prints
+    assert all(p.teacher_output == p.answer for p in heldout)
+    perfect, _ = demo_task.make_splits(400, 30, seed=1)
+    assert [p.key for p in perfect] == [p.key for p in train]  # the same problems; only the teacher differs
+    assert all(p.teacher_output == p.answer for p in perfect)
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tiny_model_dir: Path):
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
-
-
-def _left_right_batch(prompts: list[list[int]], responses: list[list[int]], masks: list[list[int]], pad: int):
-    """A verl rollout-shaped batch: left-padded prompts, right-padded responses."""
-    from tensordict import TensorDict
-    from verl.protocol import DataProto
-
-    p_len, r_len, n = max(map(len, prompts)), max(map(len, responses)), len(prompts)
-    prompt_t = torch.full((n, p_len), pad)
-    resp_t = torch.full((n, r_len), pad)
-    attn = torch.zeros(n, p_len + r_len, dtype=torch.long)
-    rmask = torch.zeros(n, r_len, dtype=torch.long)
-    for i, (p, r, m) in enumerate(zip(prompts, responses, masks, strict=True)):
-        prompt_t[i, p_len - len(p) :] = torch.tensor(p)
-        resp_t[i, : len(r)] = torch.tensor(r)
-        attn[i, p_len - len(p) : p_len + len(r)] = 1
-        rmask[i, : len(m)] = torch.tensor(m)
-    position = (attn.cumsum(-1) - 1).clamp(min=0)
-    batch = TensorDict(
-        {
-            "prompts": prompt_t,
-            "responses": resp_t,
-            "input_ids": torch.cat([prompt_t, resp_t], dim=1),
-            "attention_mask": attn,
-            "position_ids": position,
-            "response_mask": rmask,
-        },
-        batch_size=[n],
-    )
-    return DataProto(batch=batch, non_tensor_batch={}, meta_info={})
+def test_step_table_reads_verls_metric_names(tmp_path: Path) -> None:
+    records = [
+        {"step": 1, "data": {"critic/score/mean": -0.25, f"reward/{demo_task.DATA_SOURCE}/acc": 0.375}},
+        {"step": 1, "data": {"actor/pg_clipfrac_high": 0.0125, "agentrl_tools/calls_per_traj/mean": 1.0}},
+        {"step": 2, "data": {"critic/score/mean": 0.5}},
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    steps = demo_runs.read_metrics(path)
+    assert sorted(steps) == [1, 2] and len(steps[1]) == 4  # records of one step are merged
+    row = demo_report.table_row(1, steps[1])
+    assert "-0.250" in row and "0.375" in row and "0.0125" in row and "1.00" in row
+    lines = demo_report.table(steps).splitlines()
+    assert len(lines) == 4 and all(line.count("|") == lines[0].count("|") for line in lines)
 
 
-def _direct_response_log_probs(model, prompt: list[int], response: list[int]) -> torch.Tensor:
-    ids = torch.tensor([prompt + response])
-    with torch.no_grad():
-        logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
-    return torch.stack([logp[len(prompt) - 1 + j, t] for j, t in enumerate(response)])
+def test_a_failing_trainer_run_raises_with_its_log(tmp_path: Path) -> None:
+    with pytest.raises(demo_runs.TrainerFailed, match="exited with 2"):
+        demo_runs.run_trainer("rl", "no_such_config", [], tmp_path / "run", total_steps=1, desc="x")
 
 
-def test_forward_log_probs_match_verls_no_padding_convention(tiny_model, tiny_tokenizer) -> None:
-    """log_probs[t] = log p(token t+1): verl's no_padding_2_padding then yields each response token's log-prob."""
-    from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
-
-    from agentrl_recipe.demo_trainer import forward_log_probs
-
-    prompts = [tiny_tokenizer.encode("What is 2 + 3?"), tiny_tokenizer.encode("Hi")]
-    responses = [tiny_tokenizer.encode("The answer is 5."), tiny_tokenizer.encode("ok then")]
-    data = _left_right_batch(prompts, responses, [[1] * len(r) for r in responses], tiny_tokenizer.pad_token_id)
-    td = left_right_2_no_padding(data.batch.clone())
-    with torch.no_grad():
-        flat, entropy = forward_log_probs(tiny_model, td["input_ids"], td["position_ids"], with_entropy=True)
-    assert flat.shape == entropy.shape == (sum(map(len, prompts)) + sum(map(len, responses)),)
-    padded = no_padding_2_padding(flat, td)
-    for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
-        torch.testing.assert_close(padded[i, : len(r)], _direct_response_log_probs(tiny_model, p, r), atol=1e-4, rtol=0)
-    assert torch.all(entropy >= 0)
-
-
-def test_ppo_update_raises_the_likelihood_of_the_advantaged_response(tiny_model_dir: Path, tiny_tokenizer) -> None:
-    from transformers import AutoModelForCausalLM
-    from verl.utils.config import omega_conf_to_dataclass
-
-    from agentrl_recipe.demo_trainer import ppo_update
-    from agentrl_recipe.rollout import compose_config
-
-    cfg = compose_config(tiny_model_dir, overrides=["actor_rollout_ref.actor.ppo_mini_batch_size=1"])
-    actor_config = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    assert actor_config.policy_loss.loss_mode == names.POLICY_LOSS
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    prompt = tiny_tokenizer.encode("What is 2 + 3?")
-    good, bad = tiny_tokenizer.encode(" 5"), tiny_tokenizer.encode(" 7")
-    tool = tiny_tokenizer.encode(" <tool_response>")
-    responses = [good + tool + good, bad + tool + bad]
-    masks = [[1] * len(good) + [0] * len(tool) + [1] * len(good), [1] * len(bad) + [0] * len(tool) + [1] * len(bad)]
-    data = _left_right_batch([prompt, prompt], responses, masks, tiny_tokenizer.pad_token_id)
-    old = [_direct_response_log_probs(model, prompt, r) for r in responses]
-    width = data.batch["responses"].shape[1]
-    data.batch["rollout_log_probs"] = torch.stack([torch.nn.functional.pad(o, (0, width - len(o))) for o in old])
-    data.batch["advantages"] = torch.tensor([[1.0], [-1.0]]).expand(2, width) * data.batch["response_mask"]
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    metrics = ppo_update(
-        model, optimizer, data, actor_config, mini_batch_size=2, pad_token_id=tiny_tokenizer.pad_token_id
-    )
-    for key in ("actor/pg_loss", "actor/pg_clipfrac_low", "actor/pg_clipfrac_high", "actor/entropy_loss"):
-        assert key in metrics, key
-    new = [_direct_response_log_probs(model, prompt, r) for r in responses]
-    gen_good = torch.tensor(masks[0], dtype=torch.bool)
-    assert new[0][gen_good].sum() > old[0][gen_good].sum()  # A > 0: more likely
-    assert new[1][gen_good].sum() < old[1][gen_good].sum()  # A < 0: less likely
-    assert json.dumps(metrics)  # plain floats
+def test_hf_export_is_found_or_named_missing(tmp_path: Path) -> None:
+    export = tmp_path / "global_step_3" / "actor" / "huggingface"
+    export.mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="hf_model"):
+        demo_runs.hf_export(tmp_path, 3)
+    (export / "config.json").write_text("{}")
+    assert demo_runs.hf_export(tmp_path, 3) == export
