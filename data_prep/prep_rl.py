@@ -25,7 +25,8 @@ import numpy as np
 from tqdm import tqdm
 
 from agentrl_recipe import names
-from data_prep import prompts
+from agentrl_recipe.rewards.assert_tests import AssertTests
+from data_prep import prompts, released
 from data_prep.io import (
     atomic_write_jsonl,
     atomic_write_parquet,
@@ -43,7 +44,7 @@ from data_prep.schema import RowSink, drop_arrow_nulls, rejects_path, validate_r
 from data_prep.stats import plot_length_histogram, summarize, write_report
 from data_prep.text import Decontaminator, dedup, exact_key
 
-CONVERTER_VERSION = 2  # bump when a converter's output changes, so cached per-source stages are rebuilt
+CONVERTER_VERSION = 3  # bump when a converter's output changes, so cached per-source stages are rebuilt
 
 
 # ----------------------------------------------------------------------------------------------- converters
@@ -135,7 +136,7 @@ def leetcode_assert_tests(tests: dict, content: str) -> dict[str, Any]:
     """LeetCode assert harness → call-based tests (one JSON value per line per argument, JSON expected output).
 
     Only ``assert candidate(<literal args>) == <literal>`` converts; helper-object asserts (ListNode, TreeNode, ...)
-    cannot be expressed in the LiveCodeBench encoding and reject the row, never silently weaken its tests.
+    cannot be expressed in the LiveCodeBench encoding and raise (the caller keeps them as raw asserts).
     """
     entry = tests.get("entry_point")
     code = tests.get("test_code")
@@ -185,6 +186,20 @@ def leetcode_assert_tests(tests: dict, content: str) -> dict[str, Any]:
     return {"inputs": inputs, "outputs": outputs, "fn_name": fn_name}
 
 
+def leetcode_assert_tests_or_raw(tests: dict, content: str) -> dict[str, Any]:
+    """Literal asserts → call-based tests; asserts on helper objects (ListNode, TreeNode) stay a raw assert harness,
+    graded as the original did, by running them (agentrl_recipe/rewards/assert_tests.py)."""
+    try:
+        return leetcode_assert_tests(tests, content)
+    except ConvertError as literal_error:
+        raw = {k: tests.get(k) for k in ("import_prefix", "test_code", "entry_point")}
+        try:
+            AssertTests.parse(raw)
+        except ValueError as e:
+            raise ConvertError(literal_error.field, f"{literal_error}; as raw asserts: {e}") from e
+        return raw
+
+
 def convert_skywork_code(row: dict) -> dict:
     """Skywork-OR1 code: prompt + agent note + "submit your code"; tests → the CONTRACTS JSON string."""
     content = text_field(row, "prompt.0.content")
@@ -199,11 +214,11 @@ def convert_skywork_code(row: dict) -> dict:
     if "inputs" in tests:
         converted = io_tests(tests)
     elif "test_code" in tests:
-        converted = leetcode_assert_tests(tests, content)
+        converted = leetcode_assert_tests_or_raw(tests, content)
     else:
         raise ConvertError("reward_model.ground_truth", f"unknown test encoding with keys {sorted(tests)}")
     extra = _skywork_extra(row, content)
-    extra["num_tests"] = len(converted["inputs"])
+    extra["num_tests"] = len(converted["inputs"]) if "inputs" in converted else len(AssertTests.parse(converted))
     return rl_row(names.DS_SKYWORK_CODE, prompts.code_agent_prompt(content), "code", json.dumps(converted), extra)
 
 
@@ -336,7 +351,7 @@ def build_rl_mix(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     given = {name: getattr(args, spec.option) for name, spec in SOURCES.items() if getattr(args, spec.option)}
     if not given:
-        raise SystemExit("give at least one source (--dapo, --skywork-math, --skywork-code, --megascience)")
+        raise SystemExit("give a source (--dapo, --skywork-math, --skywork-code, --megascience) or --released")
     counts_wanted = parse_source_numbers(args.count, "count", int)
     weights = parse_source_numbers(args.weight, "weight", float)
     for name in set(counts_wanted) & set(weights):
@@ -459,6 +474,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="SOURCE",
             help=f"local parquet/jsonl file or folder, or hub id[:split] (paper: {spec.hub_id})",
         )
+    released.add_arguments(parser)  # --released / --templating: the published set instead of the mix
     parser.add_argument("--out", required=True, help="output parquet (stats, plots, rejects are written next to it)")
     parser.add_argument("--count", action="append", metavar="SOURCE=N", help="rows to take from a source")
     parser.add_argument("--weight", action="append", metavar="SOURCE=W", help="fraction (>1 upsamples) of a source")
@@ -485,6 +501,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.released:
+        mixed = [spec.option for spec in SOURCES.values() if getattr(args, spec.option)]
+        if mixed:
+            raise SystemExit(f"--released loads the published set as it is; drop --{mixed[0].replace('_', '-')}")
+        return released.main(args)
     report = build_rl_mix(args)
     for name, entry in report["sources"].items():
         print(f"{name:14s} " + " ".join(f"{k}={v}" for k, v in entry.items() if isinstance(v, int | bool)))

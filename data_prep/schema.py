@@ -10,8 +10,9 @@ RL row (``verl.utils.dataset.rl_dataset.RLHFDataset``)::
      "agent_name": "agentrl_tool_agent"}
 
 Code rows carry their tests as a JSON *string* in ``ground_truth``: ``{"inputs": [str], "outputs": [str],
-"fn_name": str|null}`` (the LiveCodeBench encoding; see CONTRACTS). Every ``ground_truth`` is a string, so math and code
-rows share one Arrow type and verl can concatenate files.
+"fn_name": str|null}`` (the LiveCodeBench encoding; see CONTRACTS), or a LeetCode assert harness ``{"import_prefix",
+"test_code", "entry_point"}`` (raw Skywork-OR1; graded by running the asserts, see :func:`validate_code_tests`).
+Every ``ground_truth`` is a string, so math and code rows share one Arrow type and verl can concatenate files.
 
 SFT row (``verl.utils.dataset.multiturn_sft_dataset.MultiTurnSFTDataset``)::
 
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe import names
+from agentrl_recipe.rewards.assert_tests import AssertTests, is_assert_form
+from agentrl_recipe.rewards.code_grading import CodeTests
 from data_prep.io import atomic_write_jsonl
 
 PROMPT_ROLES = ("system", "user", "assistant")
@@ -62,17 +65,29 @@ def task_kind(data_source: str) -> str:
 
 # ----------------------------------------------------------------------------------------------- RL rows
 def validate_code_tests(ground_truth: str, field: str = "reward_model.ground_truth") -> list[FieldError]:
-    """Check the code-test JSON string contract: {"inputs": [str], "outputs": [str], "fn_name": str|null}."""
+    """Check that the code reward can grade this ground truth (a JSON string), in one of its two forms.
+
+    I/O tests ``{"inputs": [str], "outputs": [str], "fn_name": str|null}`` (LiveCodeBench's encoding; an absent
+    ``fn_name`` means stdin tests, as in raw Skywork-OR1 rows), or a LeetCode assert harness ``{"import_prefix",
+    "test_code", "entry_point"}`` (raw Skywork-OR1 / LeetCodeDataset, :mod:`agentrl_recipe.rewards.assert_tests`).
+    Any other form is an error here, so it is rejected at data prep and never reaches a reward.
+    """
     try:
         tests = json.loads(ground_truth)
     except (TypeError, json.JSONDecodeError) as e:
         return [FieldError(field, f"code tests must be a JSON string ({e})")]
     if not isinstance(tests, dict):
         return [FieldError(field, f"code tests must be a JSON object, got {type(tests).__name__}")]
+    if is_assert_form(tests):
+        try:
+            AssertTests.parse(tests)
+        except ValueError as e:
+            return [FieldError(field, f"LeetCode assert tests: {e}")]
+        return []
     errors = []
-    missing = {"inputs", "outputs", "fn_name"} - set(tests)
+    missing = {"inputs", "outputs"} - set(tests)
     if missing:
-        errors.append(FieldError(field, f"code tests lack key(s) {sorted(missing)}"))
+        errors.append(FieldError(field, f"unknown code-test form: keys {sorted(tests)} lack {sorted(missing)}"))
     inputs, outputs = tests.get("inputs"), tests.get("outputs")
     for key, value in (("inputs", inputs), ("outputs", outputs)):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -85,6 +100,11 @@ def validate_code_tests(ground_truth: str, field: str = "reward_model.ground_tru
     fn_name = tests.get("fn_name")
     if fn_name is not None and (not isinstance(fn_name, str) or not fn_name.isidentifier()):
         errors.append(FieldError(f"{field}.fn_name", f"must be null or an identifier, got {fn_name!r}"))
+    if not errors:
+        try:  # what the scorer will parse (call tests: one JSON value per line)
+            CodeTests.parse(tests)
+        except ValueError as e:
+            errors.append(FieldError(field, str(e)))
     return errors
 
 

@@ -71,7 +71,14 @@ def test_skywork_code_test_shapes(data_dir: Path) -> None:
     assert json.loads(prep_rl.convert_skywork_code(lines)["reward_model"]["ground_truth"])["inputs"] == [
         "hello\nworld\n"
     ]
-    with pytest.raises(ConvertError, match="unconvertible assert"):
+    # helper objects (ListNode) have no LCB encoding: the row keeps its raw asserts, graded by running them
+    kept = prep_rl.convert_skywork_code(helper)
+    assert kept["reward_model"]["ground_truth"] == helper["reward_model"]["ground_truth"]
+    assert kept["extra_info"]["num_tests"] == 1
+    bad = json.loads(helper["reward_model"]["ground_truth"])
+    bad["test_code"] = "def check(candidate):\n    assert candidate(head = list_node([1])) != 2\n"
+    helper = {**helper, "reward_model": {"ground_truth": json.dumps(bad), "style": "rule"}}
+    with pytest.raises(ConvertError, match=r"unconvertible assert .* as raw asserts: unsupported assert shape"):
         prep_rl.convert_skywork_code(helper)
     content = prep_rl.convert_skywork_code(stdin)["prompt"][0]["content"]
     assert content == stdin["prompt"][0]["content"] + prompts.AGENT_PROMPT + prompts.CODE_SUBMIT
@@ -136,11 +143,11 @@ def test_mix_end_to_end(data_dir: Path, eval_dir: Path, tmp_path: Path, parse_ar
     assert (src[names.DS_DAPO]["loaded"], src[names.DS_DAPO]["rejected"]) == (7, 1)
     assert (src[names.DS_DAPO]["duplicate_exact"], src[names.DS_DAPO]["duplicate_normalized"]) == (1, 1)
     assert src[names.DS_DAPO]["contaminated"] == 1 and src[names.DS_DAPO]["written"] == 3
-    assert (src[names.DS_SKYWORK_MATH]["written"], src[names.DS_SKYWORK_CODE]["written"]) == (3, 4)
+    assert (src[names.DS_SKYWORK_MATH]["written"], src[names.DS_SKYWORK_CODE]["written"]) == (3, 5)  # + ListNode row
     assert (src[names.DS_MEGASCIENCE]["filtered"], src[names.DS_MEGASCIENCE]["written"]) == (2, 2)
     rows = pq.read_table(out).to_pylist()
-    assert len(rows) == report["total_written"] == 12
-    assert sorted(r["extra_info"]["index"] for r in rows) == list(range(12))
+    assert len(rows) == report["total_written"] == 13
+    assert sorted(r["extra_info"]["index"] for r in rows) == list(range(13))
     assert {type(r["reward_model"]["ground_truth"]) for r in rows} == {str}  # one Arrow type for math and code
     removed = [json.loads(line) for line in out.with_suffix(".removed.jsonl").read_text().splitlines()]
     contaminated = [r for r in removed if r["reason"] == "contaminated"]
@@ -151,10 +158,9 @@ def test_mix_end_to_end(data_dir: Path, eval_dir: Path, tmp_path: Path, parse_ar
     assert {(Path(r["file"]).name, r["row"], r["field"]) for r in rejects} == {
         ("dapo_math_17k.jsonl", 6, "reward_model.ground_truth"),
         ("skywork_or1_math.jsonl", 3, "reward_model.ground_truth"),
-        ("skywork_or1_code.jsonl", 4, "reward_model.ground_truth.test_code"),
     }
     assert out.with_suffix(".prompt_length.png").read_bytes()[:4] == b"\x89PNG"
-    assert json.loads(out.with_suffix(".stats.json").read_text())["total_written"] == 12
+    assert json.loads(out.with_suffix(".stats.json").read_text())["total_written"] == 13
 
 
 def test_mix_loads_in_verl_rlhf_dataset(data_dir: Path, tmp_path: Path, parse_args, tiny_tokenizer) -> None:

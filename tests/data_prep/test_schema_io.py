@@ -56,8 +56,20 @@ def test_rl_row_errors_name_the_field(mutate, field: str) -> None:
 def test_code_ground_truth_contract() -> None:
     row = good_code_row()
     row["reward_model"]["ground_truth"] = json.dumps({"inputs": ["1"], "outputs": []})
-    msgs = " ".join(e.message for e in validate_rl_row(row))
-    assert "fn_name" in msgs and "1 inputs but 0 outputs" in msgs
+    assert " ".join(e.message for e in validate_rl_row(row)) == "1 inputs but 0 outputs"
+    row["reward_model"]["ground_truth"] = json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})  # raw Skywork stdin
+    assert validate_rl_row(row) == []
+    row["reward_model"]["ground_truth"] = json.dumps({"inputs": ["[1"], "outputs": ["1"], "fn_name": "f"})
+    assert "one JSON value per line" in validate_rl_row(row)[0].message  # what the scorer would refuse
+    row["reward_model"]["ground_truth"] = json.dumps({"cases": [["1", "1"]]})
+    assert "unknown code-test form" in validate_rl_row(row)[0].message
+    leetcode = {"import_prefix": "", "entry_point": "Solution().f", "test_code": "def check(candidate):\n"}
+    row["reward_model"]["ground_truth"] = json.dumps({**leetcode, "test_code": leetcode["test_code"] + "  assert 1\n"})
+    assert "LeetCode assert tests: unsupported assert shape" in validate_rl_row(row)[0].message
+    row["reward_model"]["ground_truth"] = json.dumps(
+        {**leetcode, "test_code": leetcode["test_code"] + "  assert candidate(list_node([1])) == 1\n"}
+    )
+    assert validate_rl_row(row) == []
     row["reward_model"]["ground_truth"] = "{not json"
     assert "JSON" in validate_rl_row(row)[0].message
     gpqa = rl_row(names.DS_GPQA, "Q?", "Physics", "(B)", {"question": "Q?"})
