@@ -47,7 +47,7 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, 
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe import log_filters, names, trace
+from agentrl_recipe import compat, log_filters, names, trace
 from agentrl_recipe.agent_loop_config import AgentLoopSettings
 from agentrl_recipe.render_cache import memoize_renders
 
@@ -178,6 +178,11 @@ def check_call(call: FunctionCall, tools: dict[str, Any]) -> FunctionCall:
     return call
 
 
+def valid_first(calls: list[FunctionCall]) -> list[FunctionCall]:
+    """The calls with every valid one before every malformed one, each group in its order."""
+    return [c for c in calls if not isinstance(c, MalformedCall)] + [c for c in calls if isinstance(c, MalformedCall)]
+
+
 def _content_without_calls(text: str, calls: list[FunctionCall]) -> str:
     """The turn's text minus the blocks of the calls that will run (as the hermes parser's content, which drops all
     blocks): a malformed call's raw text stays, because the assistant message does not carry it as a tool call."""
@@ -209,6 +214,10 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.settings = AgentLoopSettings.from_trainer_config(self.config)
+        mode = compat.mode_of(self.config)
+        for tool in self.tools.values():  # the tool YAML cannot see the trainer config: hand it agentrl.compat
+            if hasattr(tool, "use_compat"):
+                tool.use_compat(mode)
         if self.settings.memoize_renders:
             memoize_renders(self.continuous_token_builder)
         # Block-level checks know the hermes syntax only; other parsers still get the semantic checks (check_call).
@@ -256,7 +265,9 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         malformed = [call for call in calls if isinstance(call, MalformedCall)]
         stats.malformed_kinds.extend(call.kind for call in malformed)
         if parsed and malformed and self.settings.malformed_call_feedback:
-            agent_data.tool_calls = calls
+            # valid calls first: with max_parallel_calls=1 a malformed block must not take a valid call's slot
+            # (verl and the released code ran the valid one)
+            agent_data.tool_calls = valid_first(calls)
             content = _content_without_calls(text, calls) if self._hermes else agent_data.messages[-1]["content"]
             agent_data.messages[-1] = self._build_assistant_message(content, agent_data)
             state = AgentState.PROCESSING_TOOLS

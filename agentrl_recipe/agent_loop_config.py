@@ -15,9 +15,10 @@ SECTION = "agent_loop"
 class AgentLoopSettings:
     """What the plugin adds on top of verl's ``actor_rollout_ref.rollout.multi_turn`` keys."""
 
-    # Answer a malformed tool call with an error message and let the model retry. The paper/verl: the bad block is
-    # dropped and, with no other call in the turn, the trajectory ends. false restores verl's behaviour exactly.
-    malformed_call_feedback: bool = True
+    # Answer a malformed tool call with an error message and let the model retry. null = from agentrl.compat:
+    # open_agentrl false ([code]/verl: the bad block is dropped and, with no valid call in the turn, the trajectory
+    # ends), agentrl true. Either way a valid call of the turn runs first: a malformed one never takes its slot.
+    malformed_call_feedback: bool | None = None
     # Copy the conversation (messages with tool calls and tool responses) into extra_fields[FIELD_MESSAGES]. Off for
     # training (every row would carry it through the batch and to the reward workers); rollout.py turns it on.
     record_messages: bool = False
@@ -27,11 +28,16 @@ class AgentLoopSettings:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            if not isinstance(getattr(self, field.name), bool):
+            value = getattr(self, field.name)
+            if not isinstance(value, bool) and not (field.name == "malformed_call_feedback" and value is None):
                 raise TypeError(f"{names.CONFIG_NAMESPACE}.{SECTION}.{field.name} must be true/false")
 
     @classmethod
     def from_trainer_config(cls, trainer_config: Any) -> AgentLoopSettings:
+        from agentrl_recipe import compat
         from agentrl_recipe.config import from_mapping, section  # config.py imports this module for SECTIONS
 
-        return from_mapping(cls, section(trainer_config, SECTION), where=f"{names.CONFIG_NAMESPACE}.{SECTION}")
+        settings = from_mapping(cls, section(trainer_config, SECTION), where=f"{names.CONFIG_NAMESPACE}.{SECTION}")
+        mode = compat.mode_of(trainer_config)
+        feedback = compat.default("malformed_call_feedback", settings.malformed_call_feedback, mode)
+        return dataclasses.replace(settings, malformed_call_feedback=feedback)

@@ -2,7 +2,11 @@
 
 verl's dataclass configs reject unknown fields and its DictConfig sections merge unknown keys silently, so the
 plugin keeps its settings in one top-level ``agentrl:`` block whose every key is a field of a dataclass below.
-``agentrl-recipe configs check`` validates a config's ``agentrl`` block against :data:`SECTIONS`.
+``agentrl-recipe configs check`` validates a config's ``agentrl`` block against :data:`SECTIONS`, and its one scalar
+key, ``agentrl.compat: open_agentrl | agentrl`` (default agentrl): ``open_agentrl`` reproduces the released
+Open-AgentRL code's behaviour (the paper-run configs), ``agentrl`` turns on this recipe's fixes (the ``*_fixed``
+presets). It sets the defaults of the reward, tool and agent-loop behaviour keys; the table is in
+:mod:`agentrl_recipe.compat`.
 
 Each component reads its section with :func:`section` (e.g. ``SandboxConfig.from_trainer_config(cfg)``).
 Environment variables override config values where noted, so one value set for a whole Ray cluster reaches the

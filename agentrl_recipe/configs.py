@@ -338,6 +338,7 @@ def _check_namespace(cfg: Any, report: CheckReport) -> None:
             agentrl_config.from_mapping(cls, resolved, where=where)
         except Exception as e:  # unknown field, bad value (__post_init__), unresolvable interpolation
             report.errors.append(Problem(where, str(e)))
+    from agentrl_recipe import compat
 
 
 def _resolved(cfg: Any, key: str, report: CheckReport | None = None) -> Any:
@@ -345,6 +346,12 @@ def _resolved(cfg: Any, key: str, report: CheckReport | None = None) -> Any:
 
     try:
         value = OmegaConf.select(cfg, key, throw_on_missing=True)
+        if section == "compat":  # the one scalar key: agentrl_recipe/compat.py
+            try:
+                compat.check_mode(OmegaConf.select(cfg, where), where=where)
+            except ValueError as e:
+                report.errors.append(Problem(where, str(e)))
+            continue
         return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     except Exception as e:
         if report is not None:
