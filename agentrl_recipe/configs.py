@@ -273,6 +273,22 @@ def _legacy(kind: str, key: str) -> str | None:
     return None
 
 
+def _dataclass_has_field(node: dict, name: str) -> bool:
+    """True when ``node``'s ``_target_`` is a dataclass with field ``name`` (e.g. FSDPEngineConfig.mixed_precision)."""
+    import dataclasses
+    import importlib
+
+    target = node.get("_target_")
+    if not isinstance(target, str) or "." not in target:
+        return False
+    module, _, attr = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        return False
+    return dataclasses.is_dataclass(cls) and name in {f.name for f in dataclasses.fields(cls)}
+
+
 def _check_keys(cfg: Any, base: Any, kind: str, report: CheckReport, allow: Sequence[str]) -> None:
     from omegaconf import OmegaConf
 
@@ -305,6 +321,8 @@ def _check_keys(cfg: Any, base: Any, kind: str, report: CheckReport, allow: Sequ
             report.errors.append(Problem(key, f"{parent} is a value in verl's config, not a section"))
             continue
         missing = parts[len(parent.split(".")) if parent else 0]
+        if _dataclass_has_field(parent_value, missing):
+            continue  # absent from verl's YAML but a field of the dataclass verl builds from this node
         hint = difflib.get_close_matches(missing, list(parent_value), n=1)
         where = f"under {parent}" if parent else "at the top level"
         report.errors.append(
