@@ -75,7 +75,7 @@ DATA_DIR ?= data
 AGENTRL := $(VENV)/bin/agentrl-recipe
 TESTDATA := tests/data
 PROBLEMS ?= $(DATA_DIR)/rl/train.parquet
-.PHONY: data data-eval data-rl data-rl-math data-sft data-sft-synthetic data-sft-generate data-model-aware data-fixtures
+.PHONY: data data-eval data-rl data-rl-math data-sft data-sft-synthetic data-sft-generate data-model-aware data-fixtures data-rl-released
 data: data-eval data-rl data-sft  ## the paper's eval sets, 30K RL mix and SFT-3K from the hub [DATA_DIR=data]
 data-eval: install  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) → $(DATA_DIR)/eval/<name>.parquet
 	$(AGENTRL) data eval --aime24 Maxwell-Jia/AIME_2024 --aime25 yentinglin/aime_2025 --gpqa Idavidrein/gpqa \
@@ -85,6 +85,11 @@ data-rl: data-eval  ## DAPO + Skywork-OR1 (4902 math, 3586 code) + MegaScience (
 	  --skywork-code Skywork/Skywork-OR1-RL-Data:code --megascience MegaScience/MegaScience \
 	  --count skywork_math=4902 --count skywork_code=3586 --count mega-science=3000 \
 	  --eval $(DATA_DIR)/eval/*.parquet --out $(DATA_DIR)/rl/train.parquet $(ARGS)
+RELEASED ?= Gen-Verse/Open-AgentRL-30K
+TEMPLATING ?= first_row
+data-rl-released: install  ## the released RL set as published → rl/open_agentrl_30k.parquet [RELEASED=file|hub id] [TEMPLATING=per_row]
+	$(AGENTRL) data rl --released $(RELEASED) --templating $(TEMPLATING) \
+	  --out $(DATA_DIR)/rl/open_agentrl_30k$(if $(filter per_row,$(TEMPLATING)),_per_row).parquet $(ARGS)
 data-rl-math: data-eval  ## DAPO-Math-17k only (the low-diversity ablation arm) → rl/math_only.parquet
 	$(AGENTRL) data rl --dapo BytedTsinghua-SIA/DAPO-Math-17k --eval $(DATA_DIR)/eval/*.parquet \
 	  --out $(DATA_DIR)/rl/math_only.parquet $(ARGS)
@@ -108,6 +113,7 @@ data-fixtures: install  ## eval, RL mix, SFT convert + synthesize on the tests/d
 	$(AGENTRL) data rl --dapo $(TESTDATA)/dapo_math_17k.jsonl --skywork-math $(TESTDATA)/skywork_or1_math.jsonl \
 	  --skywork-code $(TESTDATA)/skywork_or1_code.jsonl --megascience $(TESTDATA)/megascience.jsonl \
 	  --eval runs/data_fixtures/eval/*.parquet --out runs/data_fixtures/rl/train.parquet
+	$(AGENTRL) data rl --released $(TESTDATA)/open_agentrl_30k.jsonl --out runs/data_fixtures/rl/open_agentrl_30k.parquet
 	$(AGENTRL) data sft convert $(TESTDATA)/open_agentrl_sft_3k.jsonl --out runs/data_fixtures/sft/train.parquet
 	$(AGENTRL) data sft synthesize $(TESTDATA)/retool_sft.jsonl --out runs/data_fixtures/sft/retool_synthetic.parquet
 
