@@ -133,3 +133,15 @@ def test_an_eval_file_or_a_mix_source_is_refused(data_dir: Path, tmp_path: Path,
     with pytest.raises(SystemExit, match="drop --dapo"):
         prep_rl.main(parse_args(prep_rl, argv))
     assert released.map_fn_name("train-code-leetcode-Easy") == "map_fn_skywork"
+
+
+def test_the_output_loads_in_verl_rlhf_dataset(source: Path, tmp_path: Path, parse_args, tiny_tokenizer) -> None:
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    out = tmp_path / "out.parquet"
+    load(parse_args, source, out)
+    cfg = OmegaConf.create({"max_prompt_length": 4096, "filter_overlong_prompts": False, "return_raw_chat": True})
+    ds = RLHFDataset([str(out)], tiny_tokenizer, cfg)
+    assert len(ds) == 9 and ds[7]["agent_name"] == names.AGENT_LOOP
+    assert "is_same_list" in ds[7]["reward_model"]["ground_truth"]

@@ -1,4 +1,4 @@
-"""LeetCode assert harnesses (Skywork-OR1's raw code ground truth): split in the parent, run in the sandbox, judged here."""
+"""LeetCode assert harnesses (raw Skywork-OR1 code ground truth): split here, run in the sandbox, judged here."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ TWO_SUM_GT = json.dumps(
     {
         "import_prefix": "from typing import *\nfrom collections import *\nimport heapq\n",
         "test_code": "def check(candidate):\n    assert candidate(nums = [2,7,11,15], target = 9) == [0, 1]\n"
-        "    assert candidate(nums = [3,2,4], target = 6) == [1, 2]\n    assert candidate(nums = [3,3], target = 6) == [0, 1]\n",
+        "    assert candidate(nums = [3,2,4], target = 6) == [1, 2]\n"
+        "    assert candidate(nums = [3,3], target = 6) == [0, 1]\n",
         "entry_point": "Solution().twoSum",
     }
 )
@@ -182,3 +183,31 @@ async def test_raw_skywork_leetcode_ground_truth_is_scored(program, score, acc, 
 def test_unknown_ground_truth_form_is_a_flagged_failure_not_an_exception(sandbox) -> None:
     result = compute_score(names.DS_SKYWORK_CODE, block(TWO_SUM), json.dumps({"cases": [1]}), sandbox=sandbox)
     assert (result["score"], result["acc"], result["infra_failure"]) == (0.0, None, True)
+
+
+INVERT_GT = json.dumps(  # the released fixture's TreeNode row: its prefix defines no helpers
+    {
+        "import_prefix": "from typing import *\n",
+        "test_code": "def check(candidate):\n"
+        "    assert is_same_tree(candidate(root = tree_node([4, 2, 7, 1, 3, 6, 9])),"
+        " tree_node([4, 7, 2, 9, 6, 3, 1]))\n"
+        "    assert is_same_tree(candidate(root = tree_node([2, 1, None])), tree_node([2, None, 1]))\n",
+        "entry_point": "Solution().invertTree",
+    }
+)
+INVERT = """
+class Solution:
+    def invertTree(self, root: Optional[TreeNode]) -> Optional[TreeNode]:
+        if root:
+            root.left, root.right = self.invertTree(root.right), self.invertTree(root.left)
+        return root
+"""
+
+
+@pytest.mark.parametrize(("code_rules", "score"), [("lcb", 1.0), ("open_agentrl", 0.0)])
+async def test_a_tree_row_whose_prefix_lacks_the_helpers(code_rules: str, score: float, sandbox) -> None:
+    """Ours provides LeetCode's helpers; the released grader ran the prefix as is (NameError: TreeNode)."""
+    result = await acompute_score(
+        names.DS_SKYWORK_CODE, block(INVERT), INVERT_GT, sandbox=sandbox, code_rules=code_rules
+    )
+    assert (result["score"], result["tests_total"]) == (score, 2)
