@@ -81,6 +81,18 @@ ASYNC_SAMPLER = "AgentRLReplayBufferAsync"
 _MASK_FIELDS = ("response_mask", "loss_mask")
 
 
+def _loss_token_metrics(batch: KVBatchMeta, masked: list[bool]) -> dict[str, float]:
+    """Response tokens the loss would count (``response_mask``) before and after this step's trajectory masks.
+
+    verl's token-mean denominator (``actor/loss_denominator_tokens``, summed over the step's mini-batches) must equal
+    ``training/masks/loss_tokens_kept``: that is what shows a masked trajectory left the mean.
+    """
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["response_mask"])
+    tokens = [int(row.sum()) for row in data["response_mask"].unbind()]
+    kept = sum(t for t, is_masked in zip(tokens, masked, strict=True) if not is_masked)
+    return {"training/masks/loss_tokens": float(sum(tokens)), "training/masks/loss_tokens_kept": float(kept)}
+
+
 @dataclasses.dataclass
 class FilterGroups:
     """verl's ``algorithm.filter_groups`` (FilterGroupsConfig), as the sampler reads it."""
@@ -178,6 +190,7 @@ class _MaskingMixin:
         metrics.update(self._infra_guard.observe(records))  # raises when the sandbox fails too often: fail closed
         if self.settings.roc.enable:
             metrics.update(self._apply_roc(batch, records, masked))
+        metrics.update(_loss_token_metrics(batch, masked))
         masked_keys = [key for key, is_masked in zip(batch.keys, masked, strict=True) if is_masked]
         if masked_keys:
             n = len(masked_keys)
