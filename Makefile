@@ -53,7 +53,7 @@ format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# --- the CPU demo (agentrl_recipe/demo.py): tiny model, real sandbox and rewards, our loss; < 10 min on 2 cores.
+# --- the CPU demo (agentrl_recipe/demo.py): tiny model, verl's own SFT trainer and main_ppo on CPU; < 10 min on 2 cores.
 DEMO_OUT ?= demo_out
 DEMO_STEPS ?=
 DEMO_ARGS ?=

@@ -20,7 +20,9 @@ Outputs in ``--out`` (default ``demo_out/``): ``demo.json``, ``steps.md``, ``cur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -98,7 +100,14 @@ def _eval(s: DemoSettings, model: Path, heldout: Path, out: Path, label: str) ->
         overrides=[f"reward.reward_kwargs.overlong_buffer_cfg.len={RESPONSE_LENGTH // 4}"],
         sandbox={"pool_size": 1},
     )
-    return demo_report.eval_summary(run_eval(cfg), s.eval_samples)
+    with _quiet_verl_prints():
+        report = run_eval(cfg)
+    return demo_report.eval_summary(report, s.eval_samples)
+
+
+def _quiet_verl_prints() -> contextlib.AbstractContextManager:
+    """verl prints each tool's JSON schema (and its dataset class) to stdout whenever it builds them."""
+    return contextlib.redirect_stdout(io.StringIO())
 
 
 class _Stages:
@@ -138,7 +147,8 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
         num_layers=s.num_layers,
         teacher_accuracy=s.teacher_accuracy,
     )
-    inputs = cpu_inputs.prepare(out / "inputs", sizes)
+    with _quiet_verl_prints():
+        inputs = cpu_inputs.prepare(out / "inputs", sizes)
     teacher = json.loads((out / "inputs" / "teacher.json").read_text())
     print(f"   teacher: {teacher['kept']}/{teacher['attempted']} executed trajectories kept, "
           f"{teacher['kept_wrong']} of them with a wrong operator", flush=True)  # fmt: skip

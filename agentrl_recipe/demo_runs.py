@@ -44,6 +44,7 @@ def _environment(run_dir: Path, extra: dict[str, str] | None) -> dict[str, str]:
     # A demo run starts its own Ray cluster and platform: an inherited RAY_ADDRESS / VERL_PLATFORM would redirect it.
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VERL_PLATFORM")}
     env.update({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl"), "RAY_DEDUP_LOGS": "0"})
+    env.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster that lives for one run
     if os.environ.get(names.ENV_TRACE_DIR):
         env[names.ENV_TRACE_DIR] = os.environ[names.ENV_TRACE_DIR]
     env.update(extra or {})

