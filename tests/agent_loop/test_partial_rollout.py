@@ -28,7 +28,7 @@ from verl.workers.rollout.router import get_router_handle
 from agentrl_recipe.rollout import Rollout
 
 HERE = Path(__file__).resolve().parent
-TOOL_SECONDS = 2.0  # the first call sleeps this long in the sandbox: the first weight update lands meanwhile
+TOOL_SECONDS = 3.0  # the first call sleeps this long in the sandbox: the first weight update lands meanwhile
 TOKEN_DELAY_S = 0.05
 TURNS = [
     call(f"import time\ntime.sleep({TOOL_SECONDS})\nx = 41"),
