@@ -74,11 +74,14 @@ def _problem(template_index: int, a: int, b: int, name: str, teacher_op: str | N
     )
 
 
-def _teacher_op(template_index: int, rng: random.Random, teacher_accuracy: float) -> str:
-    """The operator the teacher writes: the template's with probability ``teacher_accuracy``, else another one."""
+def _teacher_op(template_index: int, question: str, seed: int, teacher_accuracy: float) -> str:
+    """The operator the teacher writes: the template's with probability ``teacher_accuracy``, else another one.
+
+    Drawn per question (its own RNG): a repeated question gets the same program, and the problems drawn do not
+    depend on the teacher's accuracy.
+    """
     op = TEMPLATES[template_index][1]
-    if teacher_accuracy >= 1.0:
-        return op  # no draw: the splits of a perfect teacher do not depend on this function
+    rng = random.Random(f"{seed}:{question}")
     return op if rng.random() < teacher_accuracy else rng.choice([o for o in OPERATORS if o != op])
 
 
@@ -104,7 +107,8 @@ def make_splits(
     train = []
     for _ in range(n_train):
         key, name = rng.choice(train_keys), rng.choice(NAMES)
-        train.append(_problem(*key, name, _teacher_op(key[0], rng, teacher_accuracy)))
+        question = _problem(*key, name).question
+        train.append(_problem(*key, name, _teacher_op(key[0], question, seed, teacher_accuracy)))
     return train, held_out
 
 
