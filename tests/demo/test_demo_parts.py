@@ -129,3 +129,14 @@ def test_hf_export_is_found_or_named_missing(tmp_path: Path) -> None:
         demo_runs.hf_export(tmp_path, 3)
     (export / "config.json").write_text("{}")
     assert demo_runs.hf_export(tmp_path, 3) == export
+
+
+def test_a_repeated_question_gets_the_same_teacher_program() -> None:
+    # The scripted teacher finds a problem by its question text: two programs for one question would make it answer
+    # one row with another row's program, and the executed-trajectory check would then reject the row.
+    train, _ = demo_task.make_splits(600, 10, seed=2, teacher_accuracy=0.5)
+    programs: dict[str, set[str]] = {}
+    for p in train:
+        programs.setdefault(p.question, set()).add(p.code)
+    assert len(programs) < len(train)  # questions do repeat
+    assert all(len(codes) == 1 for codes in programs.values())
