@@ -177,7 +177,7 @@ def installed_verl() -> Path:
     return package
 
 
-def check_all(package: Path, patches: list[Path], jobs: int = 2, timeout: int = 300) -> list[Result]:
+def check_all(package: Path, patches: list[Path], jobs: int = 2, timeout: int = 600) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="upstream-check-") as tmp:
         work = Path(tmp)
         base = make_base_repo(package, work)
@@ -197,12 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patches", type=Path, default=HERE, help="folder of NNNN-*.patch files")
     parser.add_argument("--package", type=Path, default=None, help="package to patch (default: the installed verl)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="patches checked at once")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per pytest run")
     args = parser.parse_args(argv)
     patches = sorted(args.patches.glob("[0-9][0-9][0-9][0-9]-*.patch"))
     if not patches:
         print(f"upstream-check: no NNNN-*.patch in {args.patches}", file=sys.stderr)
         return 1
-    results = check_all(args.package or installed_verl(), patches, jobs=args.jobs)
+    results = check_all(args.package or installed_verl(), patches, jobs=args.jobs, timeout=args.timeout)
     for result in results:
         print(report(result), flush=True)
     return 0 if all(r.ok for r in results) else 1
