@@ -26,7 +26,7 @@ def cpu_sft_run(cpu_inputs_dir: cpu_inputs.CPUInputs, tmp_path_factory: pytest.T
         f"trainer.total_training_steps={SFT_STEPS}", f"trainer.save_freq={SFT_STEPS}",
         f"trainer.default_local_dir={run / 'ckpt'}",
     ]  # fmt: skip
-    proc = launch("sft", "agentrl_sft_cpu", args, run, timeout=600)
+    proc = launch("sft", "agentrl_sft_cpu", args, run, timeout=1200)
     assert proc.returncode == 0, tail(proc)
     return run
 

@@ -24,7 +24,7 @@ from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, s
 
 from agentrl_recipe import names, trace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
 DATA_SOURCE = "agentrl_demo_arith"
 PLUGIN_COMPONENTS = {
@@ -136,7 +136,11 @@ def _wait_for_checkpoint(ckpt: Path, step: int, proc: subprocess.Popen, timeout:
 def killed_and_resumed(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("rl_resume")
     first, second = base / "first", base / "second"
-    extra = ("trainer.total_training_steps=3", "trainer.save_freq=1", "agentrl.masks.overlong_filter=true")
+    # 96 response tokens: some two-turn answers no longer fit, so the overlong filter masks them.
+    extra = (
+        "trainer.total_training_steps=3", "trainer.save_freq=1", "agentrl.masks.overlong_filter=true",
+        "data.max_response_length=96",
+    )  # fmt: skip
     first.mkdir()
     ray_temp = tempfile.mkdtemp(prefix="ray-kill-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     killed_args = [
@@ -172,3 +176,26 @@ def test_a_killed_run_resumes_where_it_left_off(killed_and_resumed, cpu_inputs_d
     assert sorted(metrics(second)) == [3]  # only the missing step ran
     trained = [_prompts(first, 1), _prompts(first, 2), _prompts(second, 3)]
     assert all(trained) and len({tuple(p) for p in trained}) == 3  # three different batches: none twice
+
+
+MINI_BATCHES_PER_STEP = 2  # agentrl_rl_cpu: 4 prompts per step, 2 per mini-batch
+
+
+def _denominator_per_step(step: dict) -> float:
+    # verl averages the loss's metrics over the step's (equal-sized) mini-batches; their sum is the step's tokens.
+    return step["actor/loss_denominator_tokens"] * MINI_BATCHES_PER_STEP
+
+
+def test_verls_loss_counts_exactly_the_unmasked_tokens(two_node_run: Path) -> None:
+    for step in metrics(two_node_run).values():
+        assert step["training/masks/loss_tokens_kept"] == step["training/masks/loss_tokens"]  # no mask on
+        assert _denominator_per_step(step) == pytest.approx(step["training/masks/loss_tokens_kept"])
+
+
+def test_a_mask_shrinks_verls_loss_denominator(killed_and_resumed) -> None:
+    steps = [*metrics(killed_and_resumed[0]).values(), *metrics(killed_and_resumed[1]).values()]
+    fired = [s for s in steps if s["training/masks/overlong_filter_ratio"] > 0]
+    assert fired, "the overlong filter never fired; the run's response budget is meant to truncate some responses"
+    for step in fired:
+        assert step["training/masks/loss_tokens_kept"] < step["training/masks/loss_tokens"]
+        assert _denominator_per_step(step) == pytest.approx(step["training/masks/loss_tokens_kept"])

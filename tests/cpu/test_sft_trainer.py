@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from trainer_helpers import REPO, launch, metrics, tail
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
 
 def test_sft_trains_checkpoints_and_exports(cpu_sft_model: Path, cpu_sft_run: Path) -> None:
