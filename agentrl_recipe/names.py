@@ -54,7 +54,7 @@ ENV_SANDBOX_URL = "AGENTRL_SANDBOX_URL"  # one endpoint for the tool and the cod
 ENV_SANDBOX_BACKEND = "AGENTRL_SANDBOX_BACKEND"  # local | sandbox_fusion | subprocess
 ENV_SANDBOX_TOKEN = "AGENTRL_SANDBOX_TOKEN"  # shared token of `sandbox serve --token-file` (client and server)
 ENV_SANDBOX_RUNTIME = "AGENTRL_SANDBOX_RUNTIME"  # the sandbox's own Python packages (default <venv>/agentrl-sandbox)
-ENV_SANDBOX_POOL_SIZE = "AGENTRL_SANDBOX_POOL_SIZE"  # agentrl.sandbox.pool_size, shipped to every worker by the launcher
+ENV_SANDBOX_POOL_SIZE = "AGENTRL_SANDBOX_POOL_SIZE"  # agentrl.sandbox.pool_size, shipped to the workers by the launcher
 ENV_SANDBOX_PROCESSES_PER_NODE = "AGENTRL_SANDBOX_PROCESSES_PER_NODE"  # sandbox-using processes per node (pool sizing)
 ENV_TRACE_DIR = "AGENTRL_TRACE_DIR"  # where each component marks the processes it ran in (agentrl_recipe/trace.py)
 
