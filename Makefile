@@ -53,6 +53,12 @@ format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# --- upstream/: our verl fixes as patches against verl 0.9.1 (UPSTREAM.md). `make test` runs this check too
+# (tests/upstream/test_check.py).
+.PHONY: upstream-check
+upstream-check: install  ## each upstream/NNNN-*.patch applies to verl 0.9.1; its test fails before, passes after
+	$(PY) upstream/check.py
+
 # --- the CPU demo (agentrl_recipe/demo.py): tiny model, verl's own SFT trainer and main_ppo on CPU; < 10 min on 2 cores.
 DEMO_OUT ?= demo_out
 DEMO_STEPS ?=
