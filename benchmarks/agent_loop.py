@@ -31,6 +31,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import ToolResponse
 
 from agentrl_recipe import names
+from agentrl_recipe.eval.dump import atomic_write_json
 from agentrl_recipe.generation.common import ContextLimits
 from agentrl_recipe.generation.scripted import ScriptedClient, ScriptRequest
 from agentrl_recipe.rollout import Rollout, compose_config
@@ -205,9 +206,7 @@ def main() -> None:
         f"{rn['tokens_per_s'] / r1['tokens_per_s']:.2f}x"
     )
     if args.out:
-        tmp = args.out.with_suffix(args.out.suffix + ".tmp")
-        tmp.write_text(json.dumps(report, indent=2))
-        tmp.replace(args.out)
+        atomic_write_json(args.out, report)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from statistics import mean
 
+from agentrl_recipe.eval.dump import atomic_write_json
+
 REPO = Path(__file__).resolve().parents[1]
 SFT_EXPORT = REPO / "outputs/cpu/sft_checkpoints/global_step_150/huggingface"
 
@@ -94,9 +96,7 @@ def main() -> None:
         f"({figures['fixed_overhead_fraction']:.0%}: Ray, TransferQueue, worker start-up, model init)"
     )
     if args.out:
-        tmp_out = args.out.with_suffix(args.out.suffix + ".tmp")
-        tmp_out.write_text(json.dumps(figures, indent=2))
-        tmp_out.replace(args.out)
+        atomic_write_json(args.out, figures)
 
 
 if __name__ == "__main__":
