@@ -1,8 +1,8 @@
 """The servers behind one ``sandbox_fusion`` client: least-outstanding choice, ejection, health checks, stats.
 
 A server is taken out on a connection failure (refused, reset, died mid-request) and pinged (``GET /v1/ping``) every
-``health_interval_s`` until it answers, then taken back in. When every server is out, the next call pings them all at
-once rather than waiting for the interval. All state lives on the client's event loop (no locks).
+``health_interval_s`` until it answers, then taken back in (or as soon as it answers a run). When every server is
+out, calls go to them anyway, with backoff: the request is the probe. All state lives on the client's event loop.
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ class Fleet:
         self._turn = 0
         self._watcher: asyncio.Task | None = None
 
-    def pick(self, exclude: set[str] = frozenset()) -> Server | None:
-        """The healthy server with the fewest outstanding requests (ties in turn), or None."""
-        candidates = [s for s in self.servers if s.healthy and s.url not in exclude]
+    def pick(self, exclude: set[str] = frozenset(), *, out_too: bool = False) -> Server | None:
+        """The healthy (``out_too``: any) server with the fewest outstanding requests (ties in turn), or None."""
+        candidates = [s for s in self.servers if (s.healthy or out_too) and s.url not in exclude]
         if not candidates:
             return None
         fewest = min(s.outstanding for s in candidates)
@@ -78,6 +78,9 @@ class Fleet:
     def record(self, server: Server, latency_s: float) -> None:
         server.calls += 1
         server.latencies_s.append(latency_s)
+        if not server.healthy:  # it answered a run: back in
+            server.healthy = True
+            logger.warning("agentrl sandbox: server %s answers again; back in the fleet", server.url)
 
     def fail(self, server: Server, error: str, *, eject: bool) -> None:
         server.failures += 1

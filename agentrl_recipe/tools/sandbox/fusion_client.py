@@ -130,28 +130,22 @@ class SandboxFusionClient(Sandbox):
             attempts = 0
             last_error = "no server answered"
             while (remaining := deadline - time.monotonic()) > 0:
-                server = self.fleet.pick(failed_on) or self.fleet.pick()
-                if server is None and await self.fleet.probe_ejected(self._http()) > 0:
-                    continue
+                # Every server out: send the run anyway (its connection is the probe), with backoff between tries.
+                server = self.fleet.pick(failed_on) or self.fleet.pick() or self.fleet.pick(out_too=True)
                 attempts += 1
-                if server is None:
-                    kind, last_error = "down", "every server is out of the fleet (connection failures, no ping answer)"
-                else:
-                    attempt = await self._post(server, body, remaining)
-                    if attempt.kind == "done":
-                        return attempt.result
-                    kind, last_error = attempt.kind, f"{server.url}: {attempt.error}"
-                    if kind == "rejected":
-                        self.stats["gave_up"] += 1
-                        return ExecResult.infra(
-                            f"sandbox server rejected the request: {last_error}", self._since(start)
-                        )
-                    if kind == "busy":  # back-pressure, not a failure: does not use up a retry
-                        attempts -= 1
-                        self.stats["busy"] += 1
-                        await self._pause(attempt.retry_after_s * (0.5 + random.random()), deadline)
-                        continue
-                    self.fleet.fail(server, attempt.error, eject=kind == "connection")
+                attempt = await self._post(server, body, remaining)
+                if attempt.kind == "done":
+                    return attempt.result
+                kind, last_error = attempt.kind, f"{server.url}: {attempt.error}"
+                if kind == "rejected":
+                    self.stats["gave_up"] += 1
+                    return ExecResult.infra(f"sandbox server rejected the request: {last_error}", self._since(start))
+                if kind == "busy":  # back-pressure, not a failure: does not use up a retry
+                    attempts -= 1
+                    self.stats["busy"] += 1
+                    await self._pause(attempt.retry_after_s * (0.5 + random.random()), deadline)
+                    continue
+                self.fleet.fail(server, attempt.error, eject=kind == "connection")
                 if attempts > self.cfg.retries:
                     break
                 self.stats["retries"] += 1
