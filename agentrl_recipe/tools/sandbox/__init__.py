@@ -121,7 +121,7 @@ def health_imports(backend: str) -> list[str]:
     return ["numpy", "sympy"] if backend == "subprocess" else list(IMPORTS.values())
 
 
-def health_check(cfg: SandboxConfig | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
+def health_check(cfg: SandboxConfig | None = None, timeout_s: float | None = None) -> dict[str, Any]:
     """Import the runtime's packages (numpy, scipy, sympy, pandas, …) in the configured sandbox with its real limits;
     report {backend, ok, latency_s, error, imports, ...} for ``doctor`` and ``preflight``."""
     cfg = SandboxConfig().with_env_overrides() if cfg is None else cfg
@@ -133,7 +133,7 @@ def health_check(cfg: SandboxConfig | None = None, timeout_s: float = 30.0) -> d
     try:
         sb = get_sandbox(cfg)
         report.update({k: v for k, v in sb.describe().items() if k != "backend"})
-        res = sb.run(health_code(imports), timeout_s=timeout_s, memory_mb=cfg.memory_mb)
+        res = sb.run(health_code(imports), timeout_s=timeout_s or cfg.timeout_s, memory_mb=cfg.memory_mb)
     except Exception as exc:  # fail-closed start-up errors name their fix
         report["error"] = f"{type(exc).__name__}: {exc}"
         report["latency_s"] = time.monotonic() - start
