@@ -1,5 +1,7 @@
 """Memoized chat-template renders for verl's Continuous-Token builder (an upstream candidate, see UPSTREAM.md).
 
+Exists only for a verl gap: delete once verl has upstream/0003-continuous-token-prefix-render-cache.patch.
+
 On every tool turn verl's ``ContinuousTokenBuilder.merge_context_tokens`` renders *and tokenizes* a constant
 synthetic prefix (system + user + an assistant with dummy tool calls, with the tool schemas in the system prompt)
 and then that prefix plus the new tool messages, to diff the two. Tokenizing the tools system prompt dominates: on

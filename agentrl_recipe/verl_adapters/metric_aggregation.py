@@ -1,5 +1,7 @@
 """Runtime fix of verl 0.9.1: a policy loss's metric cannot carry its own aggregation (true max/min are lost).
 
+Exists only for a verl bug: delete once verl has upstream/0007-metric-from-dict-keeps-aggregation.patch.
+
 ``verl/workers/utils/losses.py::ppo_loss`` wraps every metric a policy loss returns as
 ``Metric.from_dict(pg_metrics, aggregation=AggregationType.MEAN)``. verl's ``Metric`` already aggregates MAX/MIN
 correctly over micro-batches and data-parallel ranks (``Metric.aggregate_dp`` flattens them) and the trainer's
