@@ -95,6 +95,7 @@ def run_tests(repo: Path, tests: list[str], timeout: int) -> Run:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # a local test cluster needs no token auth
     }
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
     command += ["--rootdir", str(repo), f"--junitxml={xml}", *tests]
