@@ -160,7 +160,9 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     if os.environ.get("RAY_ADDRESS"):
         # Workers of an existing cluster do not inherit this environment: ship the variables in the runtime_env.
         for key, value in env.items():
-            extra.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.{key}={value}")
+            # Quoted: Ray wants str values, and hydra would turn "2" into an int (and split an unquoted a,b list).
+            quoted = value.replace("\\", "\\\\").replace("'", "\\'")
+            extra.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.{key}='{quoted}'")
     command = [
         sys.executable,
         "-m",

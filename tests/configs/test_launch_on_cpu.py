@@ -106,8 +106,8 @@ def test_remote_ray_cluster_gets_the_plugin_and_sandbox_through_runtime_env(monk
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
     assert launch.main(_args("rl", "--dry-run", "--sandbox-url", "http://127.0.0.1:8080")) == 0
     command = _command(capsys.readouterr().out)
-    assert "++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=agentrl_recipe.plugin" in command
-    assert f"++ray_kwargs.ray_init.runtime_env.env_vars.{names.ENV_SANDBOX_URL}=http://127.0.0.1:8080" in command
+    assert "++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES='agentrl_recipe.plugin'" in command
+    assert f"++ray_kwargs.ray_init.runtime_env.env_vars.{names.ENV_SANDBOX_URL}='http://127.0.0.1:8080'" in command
 
 
 def test_a_real_launch_needs_the_data(capsys) -> None:
