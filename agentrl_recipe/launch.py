@@ -46,6 +46,7 @@ SMOKE_CONFIG = "agentrl_rl_smoke"
 PAPER_LAYOUT_SMOKE_CONFIG = "agentrl_rl_smoke_paper_layout"
 SMOKE_STAGES = {"rl-smoke": SMOKE_CONFIG, "rl-smoke-paper-layout": PAPER_LAYOUT_SMOKE_CONFIG}
 SMOKE_DIR = Path("outputs/rl_smoke")
+FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT")
 # Keys holding file paths that Ray workers open; made absolute when they exist relative to the cwd or repo root.
 RL_PATH_KEYS = (
     "data.train_files",
@@ -147,8 +148,11 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
     cfg, _ = configs.compose(name, overrides)
     env.update(platform_env(cfg))
-    if os.environ.get(names.ENV_TRACE_DIR):  # component markers (agentrl_recipe/trace.py) from every worker
-        env[names.ENV_TRACE_DIR] = os.environ[names.ENV_TRACE_DIR]
+    # Variables the workers read that a remote cluster's workers would not inherit: component markers
+    # (agentrl_recipe/trace.py) and verl's file logger, which runs in the TaskRunner worker.
+    for key in FORWARDED_ENV:
+        if os.environ.get(key):
+            env[key] = os.environ[key]
     sandbox = agentrl_config.section(cfg, "sandbox")
     env.update(sandbox_pool_env(cfg, sandbox))
     url = args.sandbox_url or sandbox.get("url")
