@@ -132,12 +132,21 @@ def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tu
         f"--config-path={directory}",
         f"--config-name={config_name}",
     ]
-    return command + overrides, platform_env(cfg)
+    return command + overrides, {**platform_env(cfg), **file_logger_env(cfg)}
 
 
 def platform_env(cfg: Any) -> dict[str, str]:
     """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
     return {PLATFORM_ENV: names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
+
+
+def file_logger_env(cfg: Any) -> dict[str, str]:
+    """Where verl's ``file`` logger writes: under the run's checkpoint dir, not ``./<project_name>/`` (verl's default,
+    which from the repo root is the package folder). An explicit ``VERL_FILE_LOGGER_PATH``/``_ROOT`` wins."""
+    loggers = cfg.trainer.get("logger") or []
+    if "file" not in loggers or os.environ.get("VERL_FILE_LOGGER_PATH") or os.environ.get("VERL_FILE_LOGGER_ROOT"):
+        return {}
+    return {"VERL_FILE_LOGGER_ROOT": str(Path(str(cfg.trainer.default_local_dir)).resolve())}
 
 
 def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -148,6 +157,7 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
     cfg, _ = configs.compose(name, overrides)
     env.update(platform_env(cfg))
+    env.update(file_logger_env(cfg))
     # Variables the workers read that a remote cluster's workers would not inherit: component markers
     # (agentrl_recipe/trace.py) and verl's file logger, which runs in the TaskRunner worker.
     for key in FORWARDED_ENV:

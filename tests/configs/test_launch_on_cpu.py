@@ -142,3 +142,17 @@ def test_rl_smoke_dry_run_builds_its_inputs_on_cpu(tmp_path: Path, monkeypatch, 
 @pytest.mark.parametrize("stage", ["sft", "rl"])
 def test_default_configs(stage: str) -> None:
     assert configs.locate(f"agentrl_{stage}")[2].is_file()
+
+
+def test_file_logger_writes_under_the_checkpoint_dir(monkeypatch, tmp_path) -> None:
+    from omegaconf import OmegaConf
+
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    monkeypatch.delenv("VERL_FILE_LOGGER_ROOT", raising=False)
+    cfg = OmegaConf.create({"trainer": {"logger": ["console", "file"], "default_local_dir": str(tmp_path / "ckpt")}})
+    assert launch.file_logger_env(cfg) == {"VERL_FILE_LOGGER_ROOT": str(tmp_path / "ckpt")}
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "m.jsonl"))  # the user's choice wins
+    assert launch.file_logger_env(cfg) == {}
+    cfg.trainer.logger = ["console"]
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH")
+    assert launch.file_logger_env(cfg) == {}
