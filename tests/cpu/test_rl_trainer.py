@@ -61,7 +61,8 @@ def two_node_cluster(tmp_path_factory: pytest.TempPathFactory):
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     head = [ray_bin, "start", "--head", f"--port={address.split(':')[1]}", "--num-cpus=6", "--num-gpus=0",
             f"--temp-dir={temp}", "--include-dashboard=false", *common]  # fmt: skip
-    worker = [ray_bin, "start", f"--address={address}", "--num-cpus=3", "--num-gpus=1", *common]
+    # 6 CPUs: the actor bundle (1 logical GPU + 3 CPUs, STRICT_PACK) must fit even when other actors land here.
+    worker = [ray_bin, "start", f"--address={address}", "--num-cpus=6", "--num-gpus=1", *common]
     try:
         subprocess.run(head, env=env, check=True, capture_output=True, timeout=120)
         subprocess.run(worker, env=env, check=True, capture_output=True, timeout=120)
