@@ -54,6 +54,8 @@ def manager(tiny_model_dir: Path):
     from verl.workers.rollout.llm_server import LLMServerManager
 
     env = {"VERL_PLATFORM": names.PLATFORM, "RAY_AUTH_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
+    if ray.is_initialized():  # an earlier module's in-process Ray (other resources, no logical GPU)
+        ray.shutdown()
     ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, runtime_env={"env_vars": env})
     try:
         yield LLMServerManager.create(config=_config(tiny_model_dir))

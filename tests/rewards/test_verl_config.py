@@ -57,6 +57,8 @@ def test_verl_config_selecting_agentrl_reward_loads_it_in_a_fresh_process(tiny_m
         "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
         "+reward.reward_kwargs.max_resp_len=20480",
         "+reward.reward_kwargs.tool_bonus=paper",
+        # the trajectory below carries verl's __num_turns__ only (no agent-loop fields): the paper's turn count
+        "+reward.reward_kwargs.tool_bonus_count=turns",
     ]
     env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_PLUGINS"}
     proc = subprocess.run(
