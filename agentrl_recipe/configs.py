@@ -338,6 +338,7 @@ def _check_keys(cfg: Any, base: Any, kind: str, report: CheckReport, allow: Sequ
 def _check_namespace(cfg: Any, report: CheckReport) -> None:
     from omegaconf import OmegaConf
 
+    from agentrl_recipe import compat
     from agentrl_recipe import config as agentrl_config
 
     block = cfg.get(names.CONFIG_NAMESPACE)
@@ -345,6 +346,12 @@ def _check_namespace(cfg: Any, report: CheckReport) -> None:
         return
     for section in OmegaConf.to_container(block, resolve=False):
         where = f"{names.CONFIG_NAMESPACE}.{section}"
+        if section == "compat":  # the one scalar key: agentrl_recipe/compat.py
+            try:
+                compat.check_mode(OmegaConf.select(cfg, where), where=where)
+            except ValueError as e:
+                report.errors.append(Problem(where, str(e)))
+            continue
         cls = agentrl_config.SECTIONS.get(section)
         if cls is None:
             report.errors.append(
@@ -356,7 +363,6 @@ def _check_namespace(cfg: Any, report: CheckReport) -> None:
             agentrl_config.from_mapping(cls, resolved, where=where)
         except Exception as e:  # unknown field, bad value (__post_init__), unresolvable interpolation
             report.errors.append(Problem(where, str(e)))
-    from agentrl_recipe import compat
 
 
 def _resolved(cfg: Any, key: str, report: CheckReport | None = None) -> Any:
@@ -364,12 +370,6 @@ def _resolved(cfg: Any, key: str, report: CheckReport | None = None) -> Any:
 
     try:
         value = OmegaConf.select(cfg, key, throw_on_missing=True)
-        if section == "compat":  # the one scalar key: agentrl_recipe/compat.py
-            try:
-                compat.check_mode(OmegaConf.select(cfg, where), where=where)
-            except ValueError as e:
-                report.errors.append(Problem(where, str(e)))
-            continue
         return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     except Exception as e:
         if report is not None:
@@ -554,6 +554,11 @@ def _check_rl(cfg: Any, report: CheckReport, strict_paths: bool) -> None:
             report.errors += [Problem("", p) for p in check_trainer_config(cfg)]
         except Exception as e:
             report.errors.append(Problem("trainer.v1.sampler", _first_line(e)))
+    from agentrl_recipe import async_checks  # imports verl's replay buffer, like the sampler rules above
+
+    async_errors, async_warnings = async_checks.check(cfg)  # trainer mode, its replay buffer, rollout correction
+    report.errors += [Problem(key, message) for key, message in async_errors]
+    report.warnings += [Problem(key, message) for key, message in async_warnings]
 
     # Token budgets verl asserts only inside a worker, after the cluster is up.
     budget = (_resolved(cfg, "data.max_prompt_length") or 0) + (_resolved(cfg, "data.max_response_length") or 0)
