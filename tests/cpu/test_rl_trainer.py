@@ -185,24 +185,10 @@ def test_a_killed_run_resumes_where_it_left_off(killed_and_resumed, cpu_inputs_d
     assert all(trained) and len({tuple(p) for p in trained}) == 3  # three different batches: none twice
 
 
-MINI_BATCHES_PER_STEP = 2  # agentrl_rl_cpu: 4 prompts per step, 2 per mini-batch
-
-
-def _denominator_per_step(step: dict) -> float:
-    # verl averages the loss's metrics over the step's (equal-sized) mini-batches; their sum is the step's tokens.
-    return step["actor/loss_denominator_tokens"] * MINI_BATCHES_PER_STEP
-
-
-def test_verls_loss_counts_exactly_the_unmasked_tokens(two_node_run: Path) -> None:
-    for step in metrics(two_node_run).values():
-        assert step["training/masks/loss_tokens_kept"] == step["training/masks/loss_tokens"]  # no mask on
-        assert _denominator_per_step(step) == pytest.approx(step["training/masks/loss_tokens_kept"])
-
-
-def test_a_mask_shrinks_verls_loss_denominator(killed_and_resumed) -> None:
+def test_a_mask_removes_trajectories_from_the_loss(killed_and_resumed, two_node_run: Path) -> None:
+    unmasked = metrics(two_node_run).values()
+    assert all(s["training/masks/loss_tokens_kept"] == s["training/masks/loss_tokens"] for s in unmasked)
     steps = [*metrics(killed_and_resumed[0]).values(), *metrics(killed_and_resumed[1]).values()]
     fired = [s for s in steps if s["training/masks/overlong_filter_ratio"] > 0]
     assert fired, "the overlong filter never fired; the run's response budget is meant to truncate some responses"
-    for step in fired:
-        assert step["training/masks/loss_tokens_kept"] < step["training/masks/loss_tokens"]
-        assert _denominator_per_step(step) == pytest.approx(step["training/masks/loss_tokens_kept"])
+    assert all(s["training/masks/loss_tokens_kept"] < s["training/masks/loss_tokens"] for s in fired)
