@@ -42,11 +42,6 @@ def _rl_args(model: Path, inputs, run: Path, *extra: str) -> list[str]:
         "--model", str(model), "--data", str(inputs.rl_train), "--val-data", str(inputs.rl_val),
         f"trainer.default_local_dir={run.parent / 'ckpt'}", f"trainer.rollout_data_dir={run / 'rollouts'}",
         "data.shuffle=false",
-        # one micro-batch per mini-batch (8 trajectories): verl then averages the loss metrics over equal parts, so
-        # actor/loss_denominator_tokens × mini-batches is the step's token count exactly
-        "actor_rollout_ref.actor.use_dynamic_bsz=false", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
         *extra,
     ]  # fmt: skip
 
