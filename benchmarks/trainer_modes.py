@@ -1,0 +1,129 @@
+"""Step wall time of verl's v1 trainer modes on the same CPU config and long-tail workload, as same-run ratios.
+
+    .venv/bin/python benchmarks/trainer_modes.py [--steps 5] [--tail-s 6] [--tail-every 8] [--model DIR] [--out F]
+
+Runs `make rl CONFIG=agentrl_rl_cpu` (launcher → verl.trainer.main_ppo, agentrl_hf replica, FSDP2 on gloo) once per
+mode — ``sync`` and ``colocate_async`` (``+recipe/async=colocate_async``) — with the same model, data, seed and
+workload, back to back, and prints per mode the mean ``timing_s/step`` and ``timing_s/gen`` (the time the trainer
+waited for rollouts) over steps 2..N (step 1 has no batch generated ahead in any mode), with each mode's step time as
+a ratio of sync's. ``separate_async`` is reported as not runnable here, with the reason `configs check` gives: verl
+0.9.1 sends its weights to a standalone pool only through GPU checkpoint engines (nccl / nixl / mooncake).
+
+Workload: the CPU task, whose tiny model answers in one tool call, plus a long tail — 1 in ``--tail-every``
+trajectories spends ``--tail-s`` extra seconds in each tool call (benchmarks/long_tail_tool.py), as the paper's few
+trajectories with many tool calls do. On a shared machine the absolute times are noisy; the ratios are of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import mean
+
+REPO = Path(__file__).resolve().parents[1]
+SFT_EXPORT = REPO / "outputs/cpu/sft_checkpoints/global_step_150/huggingface"
+TOOL_YAML = REPO / "verl_configs/tools/code_interpreter.yaml"
+MODES = {"sync": [], "colocate_async": ["+recipe/async=colocate_async"]}
+
+
+def long_tail_tool_config(directory: Path) -> Path:
+    """The shipped code_interpreter YAML with the benchmark's long-tail subclass as its class."""
+    text = TOOL_YAML.read_text()
+    text, n = re.subn(r"class_name: \S+", "class_name: long_tail_tool.LongTailCodeInterpreter", text, count=1)
+    if n != 1:
+        sys.exit(f"{TOOL_YAML} has no class_name to replace")
+    path = directory / "code_interpreter_long_tail.yaml"
+    path.write_text(text)
+    return path
+
+
+def run_mode(mode: str, args: argparse.Namespace, tool_yaml: Path, work: Path) -> dict[str, float]:
+    run = work / mode
+    run.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("VERL_PLATFORM", "RAY_ADDRESS")}
+    env.update(
+        {
+            "VERL_FILE_LOGGER_PATH": str(run / "metrics.jsonl"),
+            "PYTHONPATH": os.pathsep.join([str(REPO / "benchmarks"), env.get("PYTHONPATH", "")]),
+            "AGENTRL_BENCH_TAIL_S": str(args.tail_s),
+            "AGENTRL_BENCH_TAIL_EVERY": str(args.tail_every),
+            "RAY_AUTH_MODE": "disabled",
+        }
+    )
+    command = [
+        sys.executable, "-m", "agentrl_recipe.launch", "rl", "--config", "agentrl_rl_cpu", "--model", str(args.model),
+        *MODES[mode], f"trainer.total_training_steps={args.steps}", "trainer.save_freq=-1",
+        f"trainer.default_local_dir={run / 'ckpt'}", "data.shuffle=false",
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tool_yaml}",
+    ]  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    (run / "log.txt").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        sys.exit(f"{mode} failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
+    return summarize(run / "metrics.jsonl", time.monotonic() - started)
+
+
+def summarize(metrics_path: Path, wall_s: float) -> dict[str, float]:
+    by_step: dict[int, dict[str, float]] = {}
+    for line in metrics_path.read_text().splitlines():
+        record = json.loads(line)
+        by_step.setdefault(int(record["step"]), {}).update(record["data"])
+    steady = [m for step, m in sorted(by_step.items()) if step > 1]
+    return {
+        "step_s": mean(m["timing_s/step"] for m in steady),
+        "gen_wait_s": mean(m["timing_s/gen"] for m in steady),
+        "update_s": mean(m["timing_s/update_actor"] for m in steady),
+        "staleness_max": max(m["training/off_policy/trajectory_staleness/max"] for m in steady),
+        "steps_measured": float(len(steady)),
+        "wall_s": wall_s,
+    }
+
+
+def separate_async_reason() -> str:
+    from agentrl_recipe import configs
+
+    overrides = ["+recipe/async=separate_async", "actor_rollout_ref.rollout.checkpoint_engine.backend=naive"]
+    report = configs.check("agentrl_rl_cpu", overrides)
+    return "; ".join(str(p) for p in report.errors if "checkpoint_engine" in p.key) or "configs check passed"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--tail-s", type=float, default=6.0, help="extra seconds per tool call in tail trajectories")
+    parser.add_argument("--tail-every", type=int, default=8, help="1 in N trajectories is in the tail")
+    parser.add_argument("--model", type=Path, default=SFT_EXPORT, help="HF dir (default: the CPU SFT export)")
+    parser.add_argument("--out", type=Path, help="write the figures as JSON")
+    args = parser.parse_args()
+    if not (args.model / "config.json").is_file():
+        sys.exit(f"{args.model} is not an HF model dir: run `make sft CONFIG=agentrl_sft_cpu` first")
+    with tempfile.TemporaryDirectory(prefix="trainer_modes_") as tmp:
+        work = Path(tmp)
+        tool_yaml = long_tail_tool_config(work)
+        results = {mode: run_mode(mode, args, tool_yaml, work) for mode in MODES}
+    base = results["sync"]["step_s"]
+    print(f"long tail: 1 in {args.tail_every} trajectories +{args.tail_s:g} s per tool call; steps 2..{args.steps}")
+    print(f"{'mode':<16} {'step s':>8} {'gen wait s':>11} {'update s':>9} {'staleness':>10} {'step / sync':>12}")
+    for mode, r in results.items():
+        ratio = r["step_s"] / base
+        print(
+            f"{mode:<16} {r['step_s']:8.2f} {r['gen_wait_s']:11.2f} {r['update_s']:9.2f} "
+            f"{r['staleness_max']:10.0f} {ratio:11.2f}x"
+        )
+        r["step_ratio_vs_sync"] = ratio
+    reason = separate_async_reason()
+    print(f"{'separate_async':<16} not runnable on CPU: {reason}")
+    if args.out:
+        args.out.write_text(json.dumps({"results": results, "separate_async": reason, "args": vars(args)}, default=str))
+
+
+if __name__ == "__main__":
+    main()
