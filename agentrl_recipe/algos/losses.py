@@ -53,6 +53,11 @@ from verl.workers.config import ActorConfig
 
 from agentrl_recipe import names, trace
 
+# The tokens one optimizer update divides its loss by, averaged over the step's updates by verl's trainer
+# (`reduce_metrics`). No "min"/"max" in the name: `reduce_metrics` takes np.min over mini-batches for any key that
+# contains "min", so the first name, `loss_denominator_tokens`, came out as the smallest mini-batch's count.
+LOSS_TOKENS_PER_UPDATE = "actor/loss_tokens_per_update"
+
 
 def _clip_bounds(config: ActorConfig) -> tuple[float, float, float]:
     low = config.clip_ratio_low if config.clip_ratio_low is not None else config.clip_ratio
@@ -137,5 +142,5 @@ def compute_policy_loss_tcr(
     # shrink it, which is how a masked trajectory leaves the mean rather than diluting it.
     denominator = config.global_batch_info.get("batch_num_tokens")
     if denominator is not None:
-        metrics["actor/loss_denominator_tokens"] = float(denominator)
+        metrics[LOSS_TOKENS_PER_UPDATE] = float(denominator)
     return pg_loss, metrics

@@ -84,7 +84,7 @@ _MASK_FIELDS = ("response_mask", "loss_mask")
 def _loss_token_metrics(batch: KVBatchMeta, masked: list[bool]) -> dict[str, float]:
     """Response tokens the loss would count (``response_mask``) before and after this step's trajectory masks.
 
-    verl's token-mean denominator (``actor/loss_denominator_tokens``, summed over the step's mini-batches) must equal
+    verl's token-mean denominator (``actor/loss_tokens_per_update`` × the step's updates) equals
     ``training/masks/loss_tokens_kept``: that is what shows a masked trajectory left the mean.
     """
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["response_mask"])

@@ -244,3 +244,31 @@ def test_fully_masked_micro_batch_reports_every_key(tcr, actor_config) -> None:
     _, metrics = tcr(old, logp, adv, torch.zeros_like(mask), loss_agg_mode="token-mean", config=config)
     assert metrics["actor/ratio_max"].aggregate() == metrics["actor/ratio_min"].aggregate() == 1.0
     assert metrics["actor/ratio_mean"] == 1.0
+
+
+def test_loss_metrics_survive_verls_reduction_over_mini_batches(actor_config) -> None:
+    """Two updates (mini-batches) through verl's ppo_loss, reduced as verl's engine worker and trainer do
+    (Metric.aggregate_dp per update, then reduce_metrics over updates). reduce_metrics picks np.min/np.max for any key
+    that merely contains "min"/"max" — the first name of the token count, `loss_denominator_tokens`, came out as the
+    smallest update's count. Every mean-aggregated metric we add must come out as the mean."""
+    from verl.utils.metric import AggregationType, Metric, reduce_metrics
+    from verl.utils.py_functional import append_to_dict
+    from verl.workers.utils.losses import ppo_loss
+
+    from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
+
+    config = actor_config(clip_ratio_high=0.28, clip_ratio_c=10.0, policy_loss={"loss_mode": names.POLICY_LOSS})
+    per_update, token_counts = {}, []
+    for rows in ((0,), (1, 2)):
+        data, output = _actor_batch(set(), rows)
+        token_counts.append(data["batch_num_tokens"])
+        _, metrics = ppo_loss(config, output, data)
+        append_to_dict(per_update, {key: Metric.aggregate_dp([value]) for key, value in metrics.items()})
+    reduced = reduce_metrics(per_update)
+    assert token_counts[0] != token_counts[1]
+    assert reduced[LOSS_TOKENS_PER_UPDATE] * 2 == sum(token_counts)
+    data, output = _actor_batch(set(), (0,))
+    vanilla_keys = set(ppo_loss(actor_config(), output, data)[1])
+    ours = {key for key, value in metrics.items() if value.aggregation == AggregationType.MEAN} - vanilla_keys
+    assert LOSS_TOKENS_PER_UPDATE in ours
+    assert not [key for key in ours if "min" in key or "max" in key]

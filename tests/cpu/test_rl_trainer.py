@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, stop_processes_mentioning, tail
 
-from agentrl_recipe import names, trace
+from agentrl_recipe import configs, names, trace
+from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
@@ -180,10 +181,22 @@ def test_a_killed_run_resumes_where_it_left_off(killed_and_resumed, cpu_inputs_d
     assert all(trained) and len({tuple(p) for p in trained}) == 3  # three different batches: none twice
 
 
-def test_a_mask_removes_trajectories_from_the_loss(killed_and_resumed, two_node_run: Path) -> None:
-    unmasked = metrics(two_node_run).values()
+def _updates_per_step() -> int:
+    cfg, _ = configs.compose("agentrl_rl_cpu")
+    actor = cfg.actor_rollout_ref.actor
+    return cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
+
+
+def test_a_mask_shrinks_verls_loss_denominator(killed_and_resumed, two_node_run: Path) -> None:
+    """verl's own token-mean denominator (the engine's batch_num_tokens, as agentrl_tcr reports it) counts exactly the
+    response tokens the masks kept: all of them without a mask, fewer when the overlong filter fires."""
+    updates = _updates_per_step()
+    unmasked = list(metrics(two_node_run).values())
     assert all(s["training/masks/loss_tokens_kept"] == s["training/masks/loss_tokens"] for s in unmasked)
     steps = [*metrics(killed_and_resumed[0]).values(), *metrics(killed_and_resumed[1]).values()]
     fired = [s for s in steps if s["training/masks/overlong_filter_ratio"] > 0]
     assert fired, "the overlong filter never fired; the run's response budget is meant to truncate some responses"
     assert all(s["training/masks/loss_tokens_kept"] < s["training/masks/loss_tokens"] for s in fired)
+    for step in [*unmasked, *steps]:
+        assert step[LOSS_TOKENS_PER_UPDATE] * updates == step["training/masks/loss_tokens_kept"]
+    assert all(s[LOSS_TOKENS_PER_UPDATE] * updates < s["training/masks/loss_tokens"] for s in fired)
