@@ -12,6 +12,10 @@ POLICY_LOSS = "agentrl_tcr"  # verl.trainer.ppo.core_algos.register_policy_loss
 ADV_ESTIMATOR = "agentrl_grpo"  # verl.trainer.ppo.core_algos.register_adv_est
 PLATFORM = "agentrl_cpu"  # verl.plugin.platform.PlatformRegistry; selected with VERL_PLATFORM=agentrl_cpu
 ROLLOUT_REPLICA = "agentrl_hf"  # verl RolloutReplicaRegistry + rollout class registry (actor_rollout_ref.rollout.name)
+# verl CheckpointEngineRegistry (actor_rollout_ref.rollout.checkpoint_engine.backend): weights to a standalone rollout
+# through Ray's object store (agentrl_recipe/generation/checkpoint_engine.py). Not in REGISTERED yet: `doctor` and
+# tests/plugin look every REGISTERED kind up in a table that has no checkpoint-engine entry.
+CHECKPOINT_ENGINE = "agentrl_ray"
 
 REGISTERED = {
     "agent_loop": AGENT_LOOP,

@@ -10,9 +10,11 @@ What is registered (names in :mod:`agentrl_recipe.names`):
 - reward manager ``agentrl_reward``;
 - policy loss ``agentrl_tcr`` and advantage estimator ``agentrl_grpo``;
 - verl platform ``agentrl_cpu`` (``VERL_PLATFORM=agentrl_cpu``; :mod:`agentrl_recipe.cpu`), and — only when it is
-  selected — the FSDP2 engines for the CPU device and the gloo process-group fix.
+  selected — the FSDP2 engines for the CPU device, the gloo process-group fix and the π_old snapshot fix.
 - rollout ``agentrl_hf`` (:mod:`agentrl_recipe.generation.hf_replica`): verl's ``RolloutReplicaRegistry`` (by loader)
-  and its in-worker ``BaseRollout`` (:mod:`agentrl_recipe.verl_adapters.rollout_registry`).
+  and its in-worker ``BaseRollout`` (:mod:`agentrl_recipe.verl_adapters.rollout_registry`);
+- checkpoint engine ``agentrl_ray`` (:mod:`agentrl_recipe.generation.checkpoint_engine`): weights to a standalone
+  rollout in other processes through Ray's object store (``separate_async`` on CPU).
 """
 
 from __future__ import annotations
@@ -72,10 +74,11 @@ def _register_cpu_platform() -> None:
     if PlatformRegistry.get(PLATFORM_NAME) is not CPUPlatform:
         PlatformRegistry.register(PLATFORM_NAME)(CPUPlatform)
     if cpu_platform_selected():  # only a CPU run changes verl's behaviour; GPU processes stop here
-        from agentrl_recipe.cpu import distributed, engines
+        from agentrl_recipe.cpu import distributed, engines, snapshot
 
         distributed.apply()
         engines.register_cpu_engines()
+        snapshot.apply()  # separate_async's π_old snapshot must copy on CPU (agentrl_recipe/cpu/snapshot.py)
 
 
 ROLLOUT_ADAPTER_CLASS = "agentrl_recipe.generation.hf_rollout.HFServerAdapter"
@@ -97,6 +100,20 @@ def _register_rollout_replica() -> None:
     register_rollout_class(names.ROLLOUT_REPLICA, ROLLOUT_ADAPTER_CLASS)
 
 
+def _register_checkpoint_engine() -> None:
+    from verl.checkpoint_engine.base import CheckpointEngineRegistry
+
+    from agentrl_recipe.generation.checkpoint_engine import RayObjectStoreCheckpointEngine
+
+    try:  # register() overwrites silently; get() raises when the name is free
+        existing = CheckpointEngineRegistry.get(names.CHECKPOINT_ENGINE)
+    except ValueError:
+        existing = None
+    if existing is not None and existing is not RayObjectStoreCheckpointEngine:
+        raise ValueError(f"checkpoint engine {names.CHECKPOINT_ENGINE!r} is already registered as {existing}")
+    CheckpointEngineRegistry.register(names.CHECKPOINT_ENGINE)(RayObjectStoreCheckpointEngine)
+
+
 def register_all() -> dict[str, str]:
     """Register every component; idempotent. Returns ``{kind: name}`` of what is registered."""
     try:
@@ -105,6 +122,7 @@ def register_all() -> dict[str, str]:
         _register_algorithms()
         _register_cpu_platform()
         _register_rollout_replica()
+        _register_checkpoint_engine()
     except Exception:
         logger.exception("agentrl_recipe plugin failed to register with verl; run `agentrl-recipe doctor`")
         raise

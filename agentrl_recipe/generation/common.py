@@ -34,6 +34,8 @@ KNOWN_SAMPLING_KEYS = frozenset(
     }
 )
 
+STOP_REASONS = ("completed", "aborted")  # what verl's vLLM server returns (vllm_async_server.py::generate)
+
 
 @dataclass(frozen=True)
 class ContextLimits:
@@ -108,8 +110,15 @@ def make_token_output(
     want_logprobs: bool,
     global_steps: int | None = None,
     extra_fields: dict[str, Any] | None = None,
+    stop_reason: str = "completed",
 ) -> TokenOutput:
-    """Build the ``TokenOutput`` verl's loops consume; logprobs only when requested, one per token."""
+    """Build the ``TokenOutput`` verl's loops consume; logprobs only when requested, one per token.
+
+    ``stop_reason`` is vLLM's: ``"completed"`` (stop token or budget) or ``"aborted"`` (cut by ``abort_all_requests``;
+    verl's ``FullyAsyncLLMServerClient`` re-sends prompt + these tokens after ``resume_generation``).
+    """
+    if stop_reason not in STOP_REASONS:
+        raise ValueError(f"stop_reason must be one of {STOP_REASONS}, got {stop_reason!r}")
     if want_logprobs and (log_probs is None or len(log_probs) != len(token_ids)):
         got = None if log_probs is None else len(log_probs)
         raise ValueError(f"logprobs requested but got {got} for {len(token_ids)} tokens")
@@ -118,7 +127,7 @@ def make_token_output(
     return TokenOutput(
         token_ids=[int(t) for t in token_ids],
         log_probs=[float(x) for x in log_probs] if want_logprobs and log_probs is not None else None,
-        stop_reason="completed",
+        stop_reason=stop_reason,
         num_preempted=0,
         extra_fields=fields,
     )

@@ -12,11 +12,18 @@ Concurrent requests (the trajectories of a batch, each at its own turn) are coal
 model frees up is decoded as one left-padded batch (:func:`~agentrl_recipe.generation.hf_decode.decode_batch`, up to
 ``max_batch_size`` rows, each row with its own sampling parameters and seed) in a worker thread, so the event loop
 keeps serving the other trajectories' tool calls meanwhile.
+
+Partial rollout (vLLM's ``pause_generation``): :meth:`HFGenerationClient.abort` cuts the batch in flight before its
+next token and answers every queued request; each returns the tokens it has with ``stop_reason="aborted"`` until
+:meth:`HFGenerationClient.resume`. Every output carries the weight version (``global_steps``) its batch started with,
+read under the model lock that :meth:`HFGenerationClient.load_weights` takes, so a version always names the weights
+that sampled the tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import threading
 from pathlib import Path
@@ -32,8 +39,18 @@ from agentrl_recipe.generation.common import (
     model_eos_ids,
     stop_token_set,
 )
-from agentrl_recipe.generation.hf_decode import LOGPROBS_MODES, DecodeRequest, decode_batch
+from agentrl_recipe.generation.hf_decode import LOGPROBS_MODES, DecodeRequest, decode_batch, finished
 from agentrl_recipe.generation.scripted import ScriptFn, ScriptRequest, TurnCounter, encode_scripted
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+    """One request's decode: new tokens, their logprobs, the weight version that sampled them, whether it was cut."""
+
+    token_ids: list[int]
+    log_probs: list[float]
+    global_steps: int | None
+    aborted: bool = False
 
 
 class HFGenerationClient(GenerationClient):
@@ -83,6 +100,7 @@ class HFGenerationClient(GenerationClient):
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.max_batch_size = max_batch_size
         self._model_lock = threading.Lock()
+        self._abort = threading.Event()  # read by the decode thread before every token
         self._pending: list[tuple[DecodeRequest, asyncio.Future]] = []
         self._drainer: asyncio.Task | None = None
         self.batch_sizes: list[int] = []  # rows of every decode batch, for tests and tuning
@@ -119,9 +137,10 @@ class HFGenerationClient(GenerationClient):
                 forced = encode_scripted(answer, self.tokenizer, self.eos_ids, stop_ids, max_new)
 
         if forced is not None:
-            token_ids = forced
             temperature = float(sampling_params.get("temperature", 1.0))
+            version = self.global_steps
             log_probs = await asyncio.to_thread(self._score, prompt_ids, forced, temperature) if want_logprobs else None
+            result = Decoded(forced, log_probs or [], version)
         else:
             seed = self._call_seed(request_id, len(prompt_ids), sampling_params)
             request = DecodeRequest.from_sampling_params(
@@ -132,9 +151,15 @@ class HFGenerationClient(GenerationClient):
                 seed=seed,
                 logprobs_mode=self.logprobs_mode,
             )
-            token_ids, log_probs = await self._decode(request)
-        self.num_generated_tokens += len(token_ids)
-        return make_token_output(token_ids, log_probs, want_logprobs=want_logprobs, global_steps=self.global_steps)
+            result = await self._decode(request)
+        self.num_generated_tokens += len(result.token_ids)
+        return make_token_output(
+            result.token_ids,
+            result.log_probs,
+            want_logprobs=want_logprobs,
+            global_steps=result.global_steps,
+            stop_reason="aborted" if result.aborted else "completed",
+        )
 
     def _call_seed(self, request_id: str, prompt_len: int, sampling_params: dict[str, Any]) -> int | None:
         base = sampling_params.get("seed", self.seed)
@@ -143,7 +168,9 @@ class HFGenerationClient(GenerationClient):
         digest = hashlib.blake2b(f"{base}:{request_id}:{prompt_len}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
-    async def _decode(self, request: DecodeRequest) -> tuple[list[int], list[float]]:
+    async def _decode(self, request: DecodeRequest) -> Decoded:
+        if self._abort.is_set():  # arrived between abort and resume (a server's gate normally parks it earlier)
+            return Decoded([], [], self.global_steps, aborted=True)
         loop = asyncio.get_running_loop()
         # requests left behind by an event loop that has since ended (asyncio.run per call) can never be answered
         self._pending = [(r, f) for r, f in self._pending if f.get_loop() is loop and not f.done()]
@@ -155,6 +182,12 @@ class HFGenerationClient(GenerationClient):
 
     async def _drain(self) -> None:
         while self._pending:
+            if self._abort.is_set():  # queued requests never start: answered as aborted with no tokens
+                for _, future in self._pending:
+                    if not future.done():
+                        future.set_result(Decoded([], [], self.global_steps, aborted=True))
+                self._pending.clear()
+                return
             batch = self._pending[: self.max_batch_size]
             del self._pending[: self.max_batch_size]
             try:
@@ -168,13 +201,37 @@ class HFGenerationClient(GenerationClient):
                 if not future.done():
                     future.set_result(result)
 
-    def _decode_locked(self, requests: list[DecodeRequest]) -> list[tuple[list[int], list[float]]]:
+    def _decode_locked(self, requests: list[DecodeRequest]) -> list[Decoded]:
         with self._model_lock:
+            version = self.global_steps  # the weights this whole batch samples with (loads wait for the lock)
             self.batch_sizes.append(len(requests))
-            return decode_batch(self.model, requests, pad_id=self.pad_id)
+            rows = decode_batch(self.model, requests, pad_id=self.pad_id, should_stop=self._abort.is_set)
+        return [
+            Decoded(tokens, logprobs, version, aborted=not finished(request, tokens))
+            for request, (tokens, logprobs) in zip(requests, rows, strict=True)
+        ]
 
-    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Copy new weights into the model between decode batches (a batch in flight finishes on the old ones).
+    def abort(self) -> None:
+        """Cut the batch in flight before its next token and answer every queued request, as aborted."""
+        self._abort.set()
+
+    def resume(self) -> None:
+        """Decode again after :meth:`abort`."""
+        self._abort.clear()
+
+    @property
+    def aborting(self) -> bool:
+        return self._abort.is_set()
+
+    async def wait_idle(self) -> None:
+        """Return once no batch of this event loop is decoding or queued (after :meth:`abort`: at once, nearly)."""
+        drainer = self._drainer
+        if drainer is not None and not drainer.done() and drainer.get_loop() is asyncio.get_running_loop():
+            await asyncio.shield(drainer)
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> None:
+        """Copy new weights into the model between decode batches (a batch in flight finishes on the old ones) and,
+        in the same critical section, set the version (``global_steps``) later batches report.
 
         Every key must be one of the model's, with its shape; keys left out must be tied to one that is given
         (``lm_head.weight`` with tied embeddings). Anything else raises before a single weight is copied: a partial
@@ -183,6 +240,8 @@ class HFGenerationClient(GenerationClient):
         with self._model_lock, torch.no_grad():
             check_state_dict(self.model, state_dict)
             self.model.load_state_dict(state_dict, strict=False)
+            if global_steps is not None:
+                self.global_steps = global_steps
 
     def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
         """Logprobs of ``response_ids`` after ``prompt_ids`` under the served model (teacher forcing), in this

@@ -20,7 +20,7 @@ Logprobs follow the request's ``logprobs_mode``, with vLLM's meanings:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -104,9 +104,24 @@ def _choose(logits: torch.Tensor, request: DecodeRequest, output: list[int], gen
     return token, float(torch.log_softmax(scored, dim=-1)[token])
 
 
+def finished(request: DecodeRequest, token_ids: Sequence[int]) -> bool:
+    """Whether a row ended on its own (stop token or budget), i.e. was not cut short by ``should_stop``."""
+    return len(token_ids) >= request.max_new or (bool(token_ids) and token_ids[-1] in request.stop_ids)
+
+
 @torch.inference_mode()
-def decode_batch(model: Any, requests: Sequence[DecodeRequest], *, pad_id: int) -> list[tuple[list[int], list[float]]]:
-    """New token ids (stop token included) and their logprobs (each request's ``logprobs_mode``), one pair each."""
+def decode_batch(
+    model: Any,
+    requests: Sequence[DecodeRequest],
+    *,
+    pad_id: int,
+    should_stop: Callable[[], bool] | None = None,
+) -> list[tuple[list[int], list[float]]]:
+    """New token ids (stop token included) and their logprobs (each request's ``logprobs_mode``), one pair each.
+
+    ``should_stop`` is polled before every token: when it returns true the batch ends there and each row keeps the
+    tokens it has (:func:`finished` tells the rows that were cut from those that ended) — vLLM's abort.
+    """
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
@@ -129,6 +144,8 @@ def decode_batch(model: Any, requests: Sequence[DecodeRequest], *, pad_id: int) 
     ).logits[:, -1, :]
     next_position = positions[:, -1:] + 1
     for _ in range(max(r.max_new for r in requests)):
+        if should_stop is not None and should_stop():
+            break
         step = []
         for i, request in enumerate(requests):
             if done[i]:

@@ -14,10 +14,17 @@ What verl's trainer calls and what it does here (``replica.py``, ``checkpoint_en
 - ``sleep`` / ``wake_up`` (hybrid: around every weight sync), ``clear_kv_cache``, ``release_kv_cache`` /
   ``resume_kv_cache`` (non-naive sync): nothing to do — the model lives in host memory and each decode batch's KV
   cache is freed when the batch ends;
-- ``abort_all_requests`` / ``resume_generation`` (non-naive sync, partial rollout): requests are not cut short; a
-  weight update waits for the batch in flight and later batches use the new weights, so a trajectory that spans an
-  update mixes policies as a resumed vLLM request does. ``reject_request=True`` is logged and ignored;
+- ``abort_all_requests`` / ``resume_generation`` (partial rollout; colocate_async after sampling, every non-naive
+  sync): vLLM's contract (``vllm_async_server.py``). Abort closes the admission gate, cuts the decode batch in flight
+  before its next token and returns once it has: each request in flight or queued gets the tokens it has with
+  ``stop_reason="aborted"``, which verl's ``FullyAsyncLLMServerClient`` re-sends as prompt + tokens after the resume.
+  Requests that arrive behind the closed gate wait for ``resume_generation`` — or, after
+  ``abort_all_requests(reject_request=True)``, come back at once as aborted with no tokens;
 - ``start_profile`` / ``stop_profile``: no profiler; logged as ignored.
+
+Every output's ``extra_fields["global_steps"]`` is the version its decode batch started with (set together with the
+weights, under the model lock), so verl's ``min/max_global_steps`` and staleness metrics name the weights that
+sampled each token.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from verl.utils.torch_dtypes import PrecisionType
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from agentrl_recipe import names
-from agentrl_recipe.generation.common import ContextLimits
+from agentrl_recipe.generation.common import ContextLimits, make_token_output
 from agentrl_recipe.generation.hf_client import HFGenerationClient
 from agentrl_recipe.generation.hf_rollout import server_name
 
@@ -72,6 +79,38 @@ def load_client(config: Any, model_config: Any, replica_rank: int) -> HFGenerati
     )
 
 
+class AdmissionGate:
+    """vLLM's submission gate (``_park_until_admitted``): closed between ``abort_all_requests`` and
+    ``resume_generation``; a request behind it waits, or is turned away when the abort asked to reject."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self.rejecting = False
+        self.parked = 0  # requests that have waited behind the gate (for tests and logs)
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    def close(self, reject: bool) -> None:
+        self._open.clear()
+        self.rejecting = reject  # re-declared by every abort, cleared by the resume (as vLLM does)
+
+    def open(self) -> None:
+        self.rejecting = False
+        self._open.set()
+
+    async def admit(self) -> bool:
+        """Wait until open; False when the request is to be turned away instead."""
+        while not self._open.is_set():
+            if self.rejecting:
+                return False
+            self.parked += 1
+            await self._open.wait()
+        return True
+
+
 class HFServer:
     """The server actor of one ``agentrl_hf`` replica (wrapped with ``ray.remote`` by :class:`HFReplica`)."""
 
@@ -79,6 +118,7 @@ class HFServer:
         self.replica_rank = replica_rank
         self.client = load_client(config, model_config, replica_rank)
         self.weight_version = 0  # how many updates this server has loaded
+        self.gate = AdmissionGate()
 
     def ready(self) -> dict[str, Any]:
         model = self.client.model
@@ -93,6 +133,10 @@ class HFServer:
         video_data: Any = None,
         **kwargs: Any,
     ) -> TokenOutput:
+        if not await self.gate.admit():
+            return make_token_output(
+                [], None, want_logprobs=False, global_steps=self.client.global_steps, stop_reason="aborted"
+            )
         return await self.client.generate(
             request_id,
             prompt_ids=prompt_ids,
@@ -104,10 +148,8 @@ class HFServer:
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
         """Load a full state dict (between decode batches); returns the new weight version."""
-        await asyncio.to_thread(self.client.load_weights, state_dict)
+        await asyncio.to_thread(self.client.load_weights, state_dict, global_steps)
         self.weight_version += 1
-        if global_steps is not None:
-            self.client.global_steps = global_steps
         return self.weight_version
 
     async def compute_log_probs(
@@ -134,12 +176,19 @@ class HFServer:
     async def resume_kv_cache(self) -> None:
         return None
 
-    async def abort_all_requests(self, reject_request: bool = False) -> None:
-        if reject_request:
-            logger.warning("%s cannot reject requests; reject_request=True ignored", names.ROLLOUT_REPLICA)
+    async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
+        """Close the gate, cut what is decoding or queued, and return once nothing is (vLLM's pause_generation)."""
+        self.gate.close(reject_request)
+        self.client.abort()
+        await self.client.wait_idle()
+        return {"aborted": True, "reject_request": reject_request}
 
     async def resume_generation(self) -> None:
-        return None
+        self.client.resume()
+        self.gate.open()
+
+    def gate_state(self) -> dict[str, Any]:
+        return {"open": self.gate.is_open, "rejecting": self.gate.rejecting, "parked": self.gate.parked}
 
     async def start_profile(self, **kwargs: Any) -> None:
         logger.warning("%s has no profiler; start_profile ignored", names.ROLLOUT_REPLICA)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 import torch
@@ -165,3 +166,71 @@ def test_top_k_and_top_p_restrict_the_choice(client, prompt):
     greedy = asyncio.run(client.generate("g", prompt_ids=prompt, sampling_params=GREEDY)).token_ids
     for params in ({"temperature": 1.0, "top_k": 1}, {"temperature": 1.0, "top_p": 1e-6}):
         assert asyncio.run(client.generate("k", prompt_ids=prompt, sampling_params=params)).token_ids == greedy
+
+
+# ------------------------------------------------------------------- partial rollout: abort, resume, weight version
+
+
+class PausedForward:
+    """The model's forward, stopped inside its ``pause_at``-th call until released (the batch is then mid-decode)."""
+
+    def __init__(self, model, pause_at: int):
+        self.inner, self.pause_at, self.calls = model.forward, pause_at, 0
+        self.reached, self.release = threading.Event(), threading.Event()
+        model.forward = self
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.pause_at:
+            self.reached.set()
+            assert self.release.wait(60), "never released"
+        return self.inner(*args, **kwargs)
+
+
+LONG = {**GREEDY, "ignore_eos": True, "max_tokens": 10}  # no early stop: only the abort can end it short
+
+
+async def test_abort_cuts_the_batch_and_resume_continues_from_the_partial_tokens(tiny_model_dir, prompt):
+    client = HFGenerationClient.from_pretrained(
+        tiny_model_dir, limits=ContextLimits(prompt_length=64, response_length=24), max_batch_size=1
+    )
+    uncut = await client.generate("u", prompt_ids=prompt, sampling_params=LONG)
+    paused = PausedForward(client.model, pause_at=4)  # prefill + 2 steps done: 3 tokens chosen at the pause
+    first = asyncio.ensure_future(client.generate("a", prompt_ids=prompt, sampling_params=LONG))
+    queued = asyncio.ensure_future(client.generate("b", prompt_ids=prompt, sampling_params=LONG))
+    await asyncio.to_thread(paused.reached.wait, 60)
+    client.abort()
+    paused.release.set()
+    cut, never_started = await first, await queued
+    assert (cut.stop_reason, cut.token_ids) == ("aborted", uncut.token_ids[:3])
+    assert cut.log_probs == pytest.approx(uncut.log_probs[:3], abs=1e-5)
+    assert (never_started.stop_reason, never_started.token_ids) == ("aborted", [])
+    late = await client.generate("c", prompt_ids=prompt, sampling_params=LONG)  # between abort and resume
+    assert (late.stop_reason, late.token_ids) == ("aborted", [])
+
+    client.resume()  # what FullyAsyncLLMServerClient sends next: prompt + tokens so far, the rest of the budget
+    rest = await client.generate("a", prompt_ids=prompt + cut.token_ids, sampling_params={**LONG, "max_tokens": 7})
+    assert rest.stop_reason == "completed"
+    assert cut.token_ids + rest.token_ids == uncut.token_ids
+    assert cut.log_probs + rest.log_probs == pytest.approx(uncut.log_probs, abs=1e-4)
+
+
+async def test_the_version_is_the_one_the_batch_started_with(tiny_model_dir, prompt):
+    client = HFGenerationClient.from_pretrained(
+        tiny_model_dir, limits=ContextLimits(prompt_length=64, response_length=24), global_steps=1
+    )
+    new_weights = {name: tensor + 0.01 for name, tensor in client.model.state_dict().items()}
+    paused = PausedForward(client.model, pause_at=2)
+    request = asyncio.ensure_future(client.generate("v", prompt_ids=prompt, sampling_params=LONG))
+    await asyncio.to_thread(paused.reached.wait, 60)
+    update = asyncio.ensure_future(asyncio.to_thread(client.load_weights, new_weights, 2))  # waits for the batch
+    await asyncio.sleep(0.2)
+    assert not update.done() and client.global_steps == 1
+    paused.release.set()
+    out = await request
+    await update
+    assert client.global_steps == 2  # loaded, but after every token of the request was sampled
+    assert out.stop_reason == "completed" and len(out.token_ids) == 10
+    assert out.extra_fields["global_steps"] == out.extra_fields["max_global_steps"] == 1
+    after = await client.generate("w", prompt_ids=prompt, sampling_params=LONG)
+    assert after.extra_fields["global_steps"] == 2

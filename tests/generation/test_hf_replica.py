@@ -1,24 +1,30 @@
 """The ``agentrl_hf`` rollout through verl's own classes: ``LLMServerManager`` builds the replica from the registry
 (standalone mode: verl's resource pool and ``CheckpointEngineWorker`` hosting our ``HFServerAdapter``), its client
-generates, weights are pushed through verl's ``naive`` checkpoint engine, and the returned logprobs are what verl's
-actor computes for the same tokens — before and after the push.
+generates, weights are pushed by verl's ``CheckpointEngineManager`` through the ``agentrl_ray`` engine from a trainer
+in another process, and the returned logprobs are what verl's actor computes for the same tokens — before and after
+the push. The server's admission gate (partial rollout) parks or rejects requests between abort and resume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 import ray
 import torch
+from engine_peers import EnginePeer, PeerGroup
 from transformers import AutoModelForCausalLM
+from verl.checkpoint_engine import CheckpointEngineManager
+from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.torch_functional import logprobs_from_logits
 
 from agentrl_recipe import names
 from agentrl_recipe.generation.hf_rollout import HFServerAdapter, drain_weights, server_name
 from agentrl_recipe.rollout import compose_config
 
+HERE = Path(__file__).resolve().parent
 PROMPT = [5, 17, 42, 99, 7, 311, 12]
 TEMPERATURE = 0.7
 SAMPLING = {"temperature": TEMPERATURE, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
@@ -35,7 +41,8 @@ def _config(model_dir: Path):
             "actor_rollout_ref.rollout.n_gpus_per_node=1",
             "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
             "actor_rollout_ref.rollout.dtype=float32",
-            "actor_rollout_ref.rollout.checkpoint_engine.backend=naive",
+            f"actor_rollout_ref.rollout.checkpoint_engine.backend={names.CHECKPOINT_ENGINE}",
+            "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=1",
         ],
     )
 
@@ -54,6 +61,7 @@ def manager(tiny_model_dir: Path):
     from verl.workers.rollout.llm_server import LLMServerManager
 
     env = {"VERL_PLATFORM": names.PLATFORM, "RAY_AUTH_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])  # engine_peers
     if ray.is_initialized():  # an earlier module's in-process Ray (other resources, no logical GPU)
         ray.shutdown()
     ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, runtime_env={"env_vars": env})
@@ -81,11 +89,14 @@ def test_logprobs_are_the_actors_before_and_after_a_weight_push(manager, tiny_mo
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.05)
-    # verl's path: the checkpoint engine worker's naive engine receives the tensors, our adapter sends them on
-    worker = replica.workers[0]
-    ray.get(worker.execute_checkpoint_engine.remote("send_weights", list(model.state_dict().items())))
-    ray.get(worker.update_weights.remote(global_steps=3))
+    # verl's path for separate_async: abort, our engine from a trainer process to the CheckpointEngineWorker, resume
+    trainer = ray.remote(EnginePeer).remote(names.CHECKPOINT_ENGINE, 1 << 20, is_master=True)
+    trainer_wg = PeerGroup([trainer], list(model.state_dict().items()))
+    engine_config = omega_conf_to_dataclass(_config(tiny_model_dir).actor_rollout_ref.rollout.checkpoint_engine)
+    CheckpointEngineManager(engine_config, trainer_wg, [replica]).update_weights(global_steps=3)
+    assert trainer_wg.modes == [names.CHECKPOINT_ENGINE]
     assert ray.get(replica.servers[0].get_weight_version.remote()) == 1
+    assert ray.get(replica.servers[0].gate_state.remote())["open"]  # resumed after the sync
 
     after = _generate(manager, "after")
     expected = actor_logprobs(model, PROMPT, after.token_ids, TEMPERATURE)
@@ -125,6 +136,32 @@ def test_every_lifecycle_call_verls_trainer_makes_is_served(manager):
 
     asyncio.run(cycle())
     assert len(_generate(manager, "still-serving").token_ids) > 0
+
+
+@pytest.mark.slow
+def test_requests_behind_the_closed_gate_wait_for_the_resume_or_are_rejected(manager):
+    replica = manager.rollout_replicas[0]
+    server = replica.servers[0]
+    client = manager.get_client()
+
+    async def scenario() -> tuple:
+        await replica.abort_all_requests()
+        parked = asyncio.ensure_future(client.generate("parked", prompt_ids=PROMPT, sampling_params=SAMPLING))
+        while (await server.gate_state.remote())["parked"] < 1:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        waited = not parked.done()
+        await replica.resume_generation()
+        served = await parked
+        await replica.abort_all_requests(reject_request=True)  # leaving rotation: late requests come back at once
+        rejected = await client.generate("rejected", prompt_ids=PROMPT, sampling_params=SAMPLING)
+        await replica.resume_generation()
+        return waited, served, rejected, await server.gate_state.remote()
+
+    waited, served, rejected, gate = asyncio.run(scenario())
+    assert waited and served.stop_reason == "completed" and len(served.token_ids) > 0
+    assert (rejected.stop_reason, rejected.token_ids) == ("aborted", [])
+    assert gate == {"open": True, "rejecting": False, "parked": 1}
 
 
 # ------------------------------------------------------------------- the in-worker side, without Ray
