@@ -50,6 +50,7 @@ from verl.tools.schemas import ToolResponse
 from agentrl_recipe import compat, log_filters, names, trace
 from agentrl_recipe.agent_loop_config import AgentLoopSettings
 from agentrl_recipe.render_cache import memoize_renders
+from agentrl_recipe.tools.sandbox import fleet_metrics
 
 logger = logging.getLogger(__name__)
 log_filters.install()  # verl's parser ERROR for a malformed call the loop handles (counted in agentrl_tools/*)
@@ -87,8 +88,16 @@ class TrajectoryStats:
     tool_statuses: list[str] = dataclasses.field(default_factory=list)
     tool_latency_s: list[float] = dataclasses.field(default_factory=list)
     malformed_kinds: list[str] = dataclasses.field(default_factory=list)
+    sandbox_routes: list[dict] = dataclasses.field(default_factory=list)  # fleet_metrics.route_metrics per call
     void_turns: int = 0
     termination: Termination | None = None
+
+    def record_call(self, status: str, latency_s: float, metrics: Mapping[str, Any]) -> None:
+        """One executed tool call, from the tool's status, latency and metrics."""
+        self.tool_statuses.append(status)
+        self.tool_latency_s.append(latency_s)
+        if fleet_metrics.SERVER in metrics:  # a sandbox_fusion call: per-server training metrics
+            self.sandbox_routes.append(dict(metrics))
 
     def fields(self, agent_data: AgentData, response_length: int, messages: list[dict] | None) -> dict[str, Any]:
         failures = sum(status != "ok" for status in self.tool_statuses)
@@ -108,6 +117,7 @@ class TrajectoryStats:
             names.FIELD_TOOL_INFRA_FAILURE: INFRA_STATUS in self.tool_statuses,
             names.FIELD_TERMINATION: (self.termination or Termination.NO_TOOL_CALL).value,
         }
+        out.update(fleet_metrics.trajectory_fields(self.sandbox_routes))
         if messages is not None:
             out[names.FIELD_MESSAGES] = messages
         return out
@@ -304,9 +314,7 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         status = metrics.get("status")
         if status is None:  # a tool that reports no status: verl's exception text is the only failure signal
             status = "tool_exception" if (response.text or "").startswith(_VERL_TOOL_EXCEPTION_PREFIX) else "ok"
-        stats = self.stats(agent_data)
-        stats.tool_statuses.append(str(status))
-        stats.tool_latency_s.append(float(metrics.get("latency_s", elapsed)))
+        self.stats(agent_data).record_call(str(status), float(metrics.get("latency_s", elapsed)), metrics)
         return response, reward, metrics
 
     def _build_assistant_message(self, content: str, agent_data: AgentData) -> dict[str, Any]:

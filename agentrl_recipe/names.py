@@ -45,6 +45,11 @@ FIELD_NUM_VOID_TURNS = "agentrl_void_turns"  # int: how many assistant turns wer
 FIELD_MALFORMED_KINDS = "agentrl_malformed_kinds"  # list[str]: kind of each malformed call (agent_loop.MalformedCall)
 FIELD_TERMINATION = "agentrl_termination"  # str: why the trajectory ended (agent_loop.Termination)
 FIELD_MESSAGES = "agentrl_messages"  # list[dict]: the conversation, only with agentrl.agent_loop.record_messages
+# sandbox_fusion only (tools/sandbox/fleet_metrics.py): per answered call, the server and its round trip; per failed
+# attempt, the server
+FIELD_SANDBOX_SERVERS = "agentrl_sandbox_servers"  # list[str]
+FIELD_SANDBOX_LATENCY_S = "agentrl_sandbox_latency_s"  # list[float], same order
+FIELD_SANDBOX_FAILED = "agentrl_sandbox_failed"  # list[str]
 
 # --- per-trajectory fields written by the reward manager (reward_extra_info -> non_tensor_batch columns) ---
 FIELD_GRADER_INFRA_FAILURE = "agentrl_grader_infra_failure"  # bool: sandbox infra_error while grading

@@ -1,4 +1,5 @@
-"""Per-step tracker metrics of a training batch: tool use (``agentrl_tools/*``) and rewards (``reward/*``).
+"""Per-step tracker metrics of a training batch: tool use (``agentrl_tools/*``), sandbox servers
+(``agentrl_sandbox/server/*``) and rewards (``reward/*``).
 
 verl 0.9.1's v1 trainer logs whatever metrics its replay buffer returns from ``sample``; our buffer
 (:class:`agentrl_recipe.algos.sampler.AgentRLReplayBuffer`) calls :func:`step_metrics` on every sampled batch, so
@@ -14,6 +15,7 @@ from typing import Any
 from agentrl_recipe import names
 from agentrl_recipe.rewards.manager import REWARD_INFO_KEYS
 from agentrl_recipe.rewards.metrics import reward_metrics
+from agentrl_recipe.tools.sandbox.fleet_metrics import server_metrics
 
 # Per-trajectory agent-loop fields that agent_loop.batch_metrics reads.
 _TOOL_FIELDS = (
@@ -43,6 +45,7 @@ def step_metrics(records: Sequence[Mapping[str, Any]], data_sources: Sequence[An
     if all(t is not None for t in turns):
         columns["__num_turns__"] = turns
     out = batch_metrics(columns)
+    out.update(server_metrics(records))  # per sandbox_fusion server: calls, failures, latency p50/p99
     infos = {key: [r.get(key) for r in records] for key in REWARD_INFO_KEYS if any(key in r for r in records)}
     out.update(reward_metrics([str(ds) for ds in data_sources], infos))
     return out

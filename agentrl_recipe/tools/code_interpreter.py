@@ -40,7 +40,7 @@ from agentrl_recipe import compat, names, trace
 from agentrl_recipe.config import SandboxConfig, from_mapping
 from agentrl_recipe.tools.code_prep import build_run, extract_code, released_prep
 from agentrl_recipe.tools.rate_limit import GlobalLimiter
-from agentrl_recipe.tools.sandbox import ExecResult, Sandbox, get_sandbox
+from agentrl_recipe.tools.sandbox import ExecResult, Sandbox, fleet_metrics, get_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +166,7 @@ class CodeInterpreterTool(BaseTool):
             "queue_s": waited,
             "run_s": res.duration_s,
             "exit_code": res.exit_code,
+            **fleet_metrics.route_metrics(res.route),  # which sandbox server answered (sandbox_fusion)
         }
         if res.infra_error:
             logger.warning("%s: sandbox infra_error: %s", names.TOOL_NAME, res.message)

@@ -28,7 +28,7 @@ class Server:
     outstanding: int = 0  # requests sent and not answered yet
     healthy: bool = True
     calls: int = 0  # answered runs (any status but infra_error)
-    failures: int = 0  # connection failures, 5xx, SandboxError answers
+    failures: int = 0  # connection failures, 5xx, SandboxError answers, 4xx rejections
     ejections: int = 0
     last_error: str = ""
     latencies_s: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=LATENCY_WINDOW))

@@ -8,6 +8,8 @@ client only retries 504); a 503 (queue full) waits its ``Retry-After`` and does 
 total deadline (``request_deadline_s``, never shorter than the run's own timeout plus slack) and ends as
 ``infra_error`` when it gives up — so a sick sandbox service shows up as infrastructure failures, never as wrong
 answers. 401/413 and other 4xx are not retried: they name the fix. ``token`` is sent as ``Authorization: Bearer``.
+Each result's ``route`` names the server that answered, its round trip and the servers that failed on the way, which
+the agent loop carries into the per-server training metrics (:mod:`.fleet_metrics`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import httpx
 from agentrl_recipe.config import SandboxConfig
 from agentrl_recipe.tools.sandbox.fleet import Fleet, Server
 from agentrl_recipe.tools.sandbox.protocol import build_request, result_from_response
-from agentrl_recipe.tools.sandbox.types import ExecResult, Sandbox
+from agentrl_recipe.tools.sandbox.types import ExecResult, Route, Sandbox
 
 CONNECT_TIMEOUT_S = 10.0
 DEADLINE_FLOOR_SLACK_S = 2.0  # the total deadline is never shorter than the run's timeout + this
@@ -39,6 +41,7 @@ class Attempt:
     result: ExecResult | None = None
     error: str = ""
     retry_after_s: float = 0.0
+    latency_s: float = 0.0
 
 
 class SandboxFusionClient(Sandbox):
@@ -107,7 +110,7 @@ class SandboxFusionClient(Sandbox):
             return Attempt("busy", error=f"HTTP 503: {resp.text[:200]}", retry_after_s=_seconds(resp))
         if resp.status_code >= 500:
             return Attempt("server_error", error=f"HTTP {resp.status_code}: {resp.text[:300]}")
-        if resp.status_code != 200:  # 4xx: our request (or token) is wrong; retrying cannot help
+        if resp.status_code != 200:
             return Attempt("rejected", error=f"HTTP {resp.status_code}: {resp.text[:300]}")
         try:
             result = result_from_response(resp.json(), time.monotonic() - started)
@@ -115,8 +118,9 @@ class SandboxFusionClient(Sandbox):
             return Attempt("server_error", error=f"unreadable response: {exc}")
         if result.infra_error:
             return Attempt("server_error", error=result.message)
-        self.fleet.record(server, time.monotonic() - started)
-        return Attempt("done", result=result)
+        latency = time.monotonic() - started
+        self.fleet.record(server, latency)
+        return Attempt("done", result=result, latency_s=latency)
 
     async def _execute(
         self, code: str, stdin: str | None, timeout_s: float, memory_mb: int, files: dict[str, bytes]
@@ -127,6 +131,7 @@ class SandboxFusionClient(Sandbox):
             start = time.monotonic()
             deadline = start + max(self.cfg.request_deadline_s, timeout_s + DEADLINE_FLOOR_SLACK_S)
             failed_on: set[str] = set()  # servers this call already lost a connection to
+            failed: list[str] = []  # every failed attempt's server, for the per-server training metrics
             attempts = 0
             last_error = "no server answered"
             while (remaining := deadline - time.monotonic()) > 0:
@@ -135,17 +140,18 @@ class SandboxFusionClient(Sandbox):
                 attempts += 1
                 attempt = await self._post(server, body, remaining)
                 if attempt.kind == "done":
+                    attempt.result.route = Route(server.url, attempt.latency_s, tuple(failed))
                     return attempt.result
                 kind, last_error = attempt.kind, f"{server.url}: {attempt.error}"
-                if kind == "rejected":
-                    self.stats["gave_up"] += 1
-                    return ExecResult.infra(f"sandbox server rejected the request: {last_error}", self._since(start))
                 if kind == "busy":  # back-pressure, not a failure: does not use up a retry
                     attempts -= 1
                     self.stats["busy"] += 1
                     await self._pause(attempt.retry_after_s * (0.5 + random.random()), deadline)
                     continue
                 self.fleet.fail(server, attempt.error, eject=kind == "connection")
+                failed.append(server.url)
+                if kind == "rejected":  # 4xx: our request (or token) is wrong; retrying cannot help
+                    return self._gave_up(f"sandbox server rejected the request: {last_error}", start, failed)
                 if attempts > self.cfg.retries:
                     break
                 self.stats["retries"] += 1
@@ -154,9 +160,14 @@ class SandboxFusionClient(Sandbox):
                     continue
                 pause = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempts - 1)) * (0.5 + random.random())
                 await self._pause(pause, deadline)
-            self.stats["gave_up"] += 1
             message = f"sandbox at {self.cfg.urls} failed after {attempts} attempt(s): {last_error}"
-            return ExecResult.infra(message, self._since(start))
+            return self._gave_up(message, start, failed)
+
+    def _gave_up(self, message: str, start: float, failed: list[str]) -> ExecResult:
+        self.stats["gave_up"] += 1
+        result = ExecResult.infra(message, self._since(start))
+        result.route = Route(failed=tuple(failed))
+        return result
 
     @staticmethod
     async def _pause(seconds: float, deadline: float) -> None:

@@ -26,6 +26,15 @@ Files = Mapping[str, str | bytes]
 T = TypeVar("T")
 
 
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """Which sandbox servers one call of the ``sandbox_fusion`` client reached (training metrics per server)."""
+
+    server: str = ""  # the server that answered ("" when none did)
+    latency_s: float = 0.0  # its request round trip
+    failed: tuple[str, ...] = ()  # one entry per failed attempt: connection failure, 5xx, SandboxError
+
+
 @dataclasses.dataclass
 class ExecResult:
     """Outcome of one run. ``exit_code`` is None when the process was killed (timeout, output cap) or never ran."""
@@ -36,6 +45,7 @@ class ExecResult:
     exit_code: int | None = None
     duration_s: float = 0.0
     message: str = ""  # why, for non-ok statuses (e.g. "killed after 30.0 s wall time", the infra failure)
+    route: Route | None = dataclasses.field(default=None, compare=False)  # sandbox_fusion only
 
     @property
     def ok(self) -> bool:
