@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from agentrl_recipe import names
 from agentrl_recipe.algos.sampler import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
 
 ASYNC_MODES = ("colocate_async", "separate_async")
@@ -153,14 +154,63 @@ def _separate(cfg: Any) -> tuple[list[Finding], list[Finding]]:
     for key in ("nnodes", "n_gpus_per_node"):
         if not _get(cfg, f"{_ARR}.rollout.{key}", 0):
             errors.append((f"{_ARR}.rollout.{key}", "separate_async needs a standalone rollout pool (> 0)"))
-    if _get(cfg, f"{_ARR}.rollout.checkpoint_engine.backend", "naive") == "naive":
-        errors.append(
-            (
-                f"{_ARR}.rollout.checkpoint_engine.backend",
-                "separate_async sends weights to other processes/GPUs: naive (in-process) cannot; use nccl (GPU)",
-            )
-        )
+    backend_errors, backend_warnings = _weight_transport(cfg)
+    errors += backend_errors + _logical_gpus(cfg)
+    warnings += backend_warnings
     switch = f"{_V1}.separate_async.hybrid_rollout.enable_switch"
     if _get(cfg, switch, False) and not _get(cfg, f"{_ARR}.hybrid_engine", True):
         warnings.append((switch, "ignored by verl with actor_rollout_ref.hybrid_engine=false (no hybrid replicas)"))
     return errors, warnings
+
+
+def _on_cpu(cfg: Any) -> bool:
+    return _get(cfg, "trainer.device", "cuda") == "cpu"
+
+
+def _weight_transport(cfg: Any) -> tuple[list[Finding], list[Finding]]:
+    """The checkpoint engine must reach another process, and exist on this device."""
+    key = f"{_ARR}.rollout.checkpoint_engine.backend"
+    backend = _get(cfg, key, "naive")
+    if backend == "naive":
+        return [
+            (
+                key,
+                "separate_async sends weights to other processes: naive (in-process) cannot; use nccl on GPUs, "
+                f"{names.CHECKPOINT_ENGINE} on CPU",
+            )
+        ], []
+    if _on_cpu(cfg) and backend != names.CHECKPOINT_ENGINE:
+        return [
+            (
+                key,
+                f"{backend} needs an accelerator (verl 0.9.1's engines to a standalone rollout are GPU-only); on CPU "
+                f"use {names.CHECKPOINT_ENGINE} (+recipe/async=separate_async_cpu)",
+            )
+        ], []
+    if not _on_cpu(cfg) and backend == names.CHECKPOINT_ENGINE:
+        return [], [
+            (
+                key,
+                f"{names.CHECKPOINT_ENGINE} is a CPU/debug backend: every weight goes through host memory and Ray's "
+                "object store; use nccl on GPUs",
+            )
+        ]
+    return [], []
+
+
+def _logical_gpus(cfg: Any) -> list[Finding]:
+    """On CPU, Ray places the trainer and the standalone pool by logical GPUs: too few and the pool never starts."""
+    have = _get(cfg, "ray_kwargs.ray_init.num_gpus")
+    if not _on_cpu(cfg) or have is None:  # None: an existing cluster's own resources (ray.init takes none)
+        return []
+    trainer = _get(cfg, "trainer.nnodes", 1) * _get(cfg, "trainer.n_gpus_per_node", 1)
+    rollout = _get(cfg, f"{_ARR}.rollout.nnodes", 0) * _get(cfg, f"{_ARR}.rollout.n_gpus_per_node", 0)
+    if have >= trainer + rollout:
+        return []
+    return [
+        (
+            "ray_kwargs.ray_init.num_gpus",
+            f"separate_async on CPU places {trainer} trainer + {rollout} rollout processes by logical Ray GPUs; "
+            f"{have} leaves the standalone pool waiting forever: set {trainer + rollout}",
+        )
+    ]

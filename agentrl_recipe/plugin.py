@@ -14,7 +14,8 @@ What is registered (names in :mod:`agentrl_recipe.names`):
 - rollout ``agentrl_hf`` (:mod:`agentrl_recipe.generation.hf_replica`): verl's ``RolloutReplicaRegistry`` (by loader)
   and its in-worker ``BaseRollout`` (:mod:`agentrl_recipe.verl_adapters.rollout_registry`);
 - checkpoint engine ``agentrl_ray`` (:mod:`agentrl_recipe.generation.checkpoint_engine`): weights to a standalone
-  rollout in other processes through Ray's object store (``separate_async`` on CPU).
+  rollout in other processes through Ray's object store (``separate_async`` on CPU), and the fix that lets
+  ``separate_async`` start without hybrid replicas (:mod:`agentrl_recipe.verl_adapters.separate_async_logger`).
 """
 
 from __future__ import annotations
@@ -114,6 +115,12 @@ def _register_checkpoint_engine() -> None:
     CheckpointEngineRegistry.register(names.CHECKPOINT_ENGINE)(RayObjectStoreCheckpointEngine)
 
 
+def _fix_separate_async() -> None:
+    from agentrl_recipe.verl_adapters import separate_async_logger
+
+    separate_async_logger.apply()  # separate_async without hybrid replicas dies on logger.info(flush=True)
+
+
 def register_all() -> dict[str, str]:
     """Register every component; idempotent. Returns ``{kind: name}`` of what is registered."""
     try:
@@ -123,6 +130,7 @@ def register_all() -> dict[str, str]:
         _register_cpu_platform()
         _register_rollout_replica()
         _register_checkpoint_engine()
+        _fix_separate_async()
     except Exception:
         logger.exception("agentrl_recipe plugin failed to register with verl; run `agentrl-recipe doctor`")
         raise

@@ -8,3 +8,8 @@
 All of them implement ``async generate(request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput`` with
 the budget and stop-token semantics of verl's vLLM server (:mod:`.common`).
 """
+
+# Import verl before any module of this package: verl's plugin loader imports agentrl_recipe.plugin, which imports
+# .checkpoint_engine. A process whose first import is that module (the Ray worker of its mailbox actor) would
+# otherwise meet it half-initialised.
+import verl  # noqa: F401

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl_recipe import configs
+from agentrl_recipe import configs, names
 
 SEPARATE = "agentrl_rl_qwen3_4b_async"
 COLOCATE = "agentrl_rl_qwen3_4b_colocate_async"
+CPU, SEPARATE_CPU = "agentrl_rl_cpu", "+recipe/async=separate_async_cpu"
 DAPO_CAP = [
     "algorithm.filter_groups.enable=true",
     "algorithm.filter_groups.metric=acc",
@@ -67,6 +68,10 @@ def test_the_dynamic_sampling_cap_is_rejected_in_async_and_accepted_in_sync() ->
         (SEPARATE, ["trainer.v1.separate_async.parameter_sync_step=2"], "parameter_sync_step", "= parameter_sync"),
         (SEPARATE, ["actor_rollout_ref.rollout.checkpoint_engine.backend=naive"], "backend", "naive"),
         (SEPARATE, ["actor_rollout_ref.rollout.n_gpus_per_node=0"], "rollout.n_gpus_per_node", "standalone"),
+        (CPU, [SEPARATE_CPU, "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"], "backend", "accelerator"),
+        (CPU, [SEPARATE_CPU, "actor_rollout_ref.rollout.checkpoint_engine.backend=naive"], "backend", "naive"),
+        (CPU, [SEPARATE_CPU, "ray_kwargs.ray_init.num_gpus=1"], "num_gpus", "waiting forever: set 2"),
+        (CPU, [SEPARATE_CPU, "trainer.v1.separate_async.parameter_sync_step=4"], "parameter_sync_step", "= param"),
     ],
 )
 def test_combinations_that_cannot_work_fail(name: str, overrides: list[str], key: str, words: str) -> None:
@@ -80,3 +85,25 @@ def test_async_without_rollout_correction_warns() -> None:
     report = configs.check(COLOCATE, ["algorithm.rollout_correction.rollout_is=null"])
     assert report.ok, report.format()
     assert any(p.key == "algorithm.rollout_correction.rollout_is" for p in report.warnings), report.format()
+
+
+def test_separate_async_on_cpu_is_one_overlay_and_passes() -> None:
+    report = configs.check(CPU, [SEPARATE_CPU])
+    assert report.ok, report.format()
+    assert not [p for p in report.warnings if p.key.startswith(("algorithm.", "trainer.v1", "actor_rollout_ref"))]
+    cfg, _ = configs.compose(CPU, [SEPARATE_CPU])
+    assert cfg.trainer.v1.trainer_mode == "separate_async"
+    assert cfg.actor_rollout_ref.rollout.checkpoint_engine.backend == names.CHECKPOINT_ENGINE
+    assert cfg.actor_rollout_ref.hybrid_engine is False
+    assert cfg.trainer.v1.sampler.custom_sampler.name == "AgentRLReplayBufferAsync"
+    assert cfg.ray_kwargs.ray_init.num_gpus == 2
+    # an existing Ray cluster (num_gpus null) has its own resources: nothing to check
+    assert configs.check(CPU, [SEPARATE_CPU, "ray_kwargs.ray_init.num_gpus=null"]).ok
+
+
+def test_the_cpu_engine_on_gpus_is_accepted_with_a_warning() -> None:
+    overrides = [f"actor_rollout_ref.rollout.checkpoint_engine.backend={names.CHECKPOINT_ENGINE}"]
+    report = configs.check(SEPARATE, overrides)
+    assert report.ok, report.format()
+    (warning,) = [p for p in report.warnings if p.key.endswith("checkpoint_engine.backend")]
+    assert "CPU/debug backend" in warning.message

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,14 @@ def test_misuse_fails_with_one_clear_line():
         {"rank": [0, -1, -1], "mailbox": ["m"] * 3, "sync_id": [4] * 3},
         {"rank": [1, 2], "mailbox": ["m"] * 2, "sync_id": [4] * 2},
     )
+
+
+def test_a_process_whose_first_import_is_the_engine_module_registers_it():
+    # the mailbox actor's Ray worker imports this module first; verl's plugin loader then imports it again
+    code = (
+        "import agentrl_recipe.generation.checkpoint_engine as m\n"
+        "from verl.checkpoint_engine import CheckpointEngineRegistry\n"
+        f"assert CheckpointEngineRegistry.get({names.CHECKPOINT_ENGINE!r}) is m.RayObjectStoreCheckpointEngine\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
