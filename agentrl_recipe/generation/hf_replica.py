@@ -119,6 +119,7 @@ class HFServer:
         self.client = load_client(config, model_config, replica_rank)
         self.weight_version = 0  # how many updates this server has loaded
         self.gate = AdmissionGate()
+        self.in_flight: set[str] = set()  # request ids admitted and not yet answered
 
     def ready(self) -> dict[str, Any]:
         model = self.client.model
@@ -137,14 +138,18 @@ class HFServer:
             return make_token_output(
                 [], None, want_logprobs=False, global_steps=self.client.global_steps, stop_reason="aborted"
             )
-        return await self.client.generate(
-            request_id,
-            prompt_ids=prompt_ids,
-            sampling_params=sampling_params,
-            image_data=image_data,
-            video_data=video_data,
-            **kwargs,
-        )
+        self.in_flight.add(request_id)
+        try:
+            return await self.client.generate(
+                request_id,
+                prompt_ids=prompt_ids,
+                sampling_params=sampling_params,
+                image_data=image_data,
+                video_data=video_data,
+                **kwargs,
+            )
+        finally:
+            self.in_flight.discard(request_id)
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
         """Load a full state dict (between decode batches); returns the new weight version."""
@@ -179,9 +184,14 @@ class HFServer:
     async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
         """Close the gate, cut what is decoding or queued, and return once nothing is (vLLM's pause_generation)."""
         self.gate.close(reject_request)
+        request_ids = sorted(self.in_flight)
         self.client.abort()
         await self.client.wait_idle()
-        return {"aborted": True, "reject_request": reject_request}
+        if request_ids:
+            logger.info(
+                "%s replica %d: aborted %d requests", names.ROLLOUT_REPLICA, self.replica_rank, len(request_ids)
+            )
+        return {"aborted_count": len(request_ids), "request_ids": request_ids}  # vLLM's answer
 
     async def resume_generation(self) -> None:
         self.client.resume()
