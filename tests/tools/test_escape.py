@@ -10,37 +10,54 @@ from pathlib import Path
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE, descendants, settled_count
 
+# Runs fork from one of two warm interpreters (preload.Router): a code prefix that sends a run to each.
+TIERS = {"light": "", "heavy": "import pandas\n"}
 
-def test_runs_as_unprivileged_uid_without_capabilities(pool):
-    res = pool.run(
+
+def run_in(pool, tier: str, code: str, **kwargs):
+    before = pool.describe()["tier_calls"][tier]
+    res = pool.run(TIERS[tier] + code, **kwargs)
+    assert pool.describe()["tier_calls"][tier] == before + 1, f"the run did not go to the {tier} tier"
+    return res
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_runs_as_unprivileged_uid_without_capabilities(pool, tier):
+    res = run_in(
+        pool,
+        tier,
         "import os\n"
         "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
-        "print(os.getuid(), os.geteuid(), st['CapEff'].strip(), st['NoNewPrivs'].strip(), st['Seccomp'].strip())"
+        "print(os.getuid(), os.geteuid(), st['NoNewPrivs'].strip(), st['Seccomp'].strip(),"
+        " *(st[k].strip() for k in ('CapEff', 'CapPrm', 'CapInh', 'CapBnd', 'CapAmb')))",
     )
     assert res.status == "ok", res
-    uid, euid, cap_eff, no_new_privs, seccomp = res.stdout.split()
+    uid, euid, no_new_privs, seccomp, *caps = res.stdout.split()
     assert int(uid) != 0 and int(euid) != 0
-    assert int(cap_eff, 16) == 0
+    assert [int(c, 16) for c in caps] == [0] * 5  # effective, permitted, inheritable, bounding, ambient
     assert no_new_privs == "1"
     assert seccomp == "2"  # filter mode
     assert pool.describe()["isolation"]["seccomp"] is True
 
 
-def test_network_is_unreachable_including_host_loopback(pool):
+@pytest.mark.parametrize("tier", TIERS)
+def test_network_is_unreachable_including_host_loopback(pool, tier):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     listener.setblocking(False)
     port = listener.getsockname()[1]
     try:
-        res = pool.run(
+        res = run_in(
+            pool,
+            tier,
             "import socket\n"
             f"for fam, addr in ((socket.AF_INET, ('127.0.0.1', {port})), (socket.AF_INET, ('1.1.1.1', 80)),"
             f" (socket.AF_INET6, ('::1', {port}))):\n"
             "    try:\n"
             "        s = socket.socket(fam); s.settimeout(2); s.connect(addr); print('CONNECTED', addr)\n"
             "    except OSError as e:\n"
-            "        print('blocked', type(e).__name__)\n"
+            "        print('blocked', type(e).__name__)\n",
         )
         assert res.status == "ok", res
         assert "CONNECTED" not in res.stdout
@@ -227,13 +244,14 @@ def test_cannot_hijack_the_pool_socket(pool):
         "except OSError as e:\n"
         "    print('denied', type(e).__name__)\n"
     )
-    assert "pool.sock" not in res.stdout.splitlines()[0] and "BOUND" not in res.stdout, res
+    assert res.stdout.splitlines()[0] == "[]" and "BOUND" not in res.stdout, res  # neither tier's socket is there
     assert pool.run("print(1)").stdout == "1\n"
 
 
-def test_runs_are_independent(pool):
-    a = pool.run("import random, numpy; print(random.random(), numpy.random.rand())")
-    b = pool.run("import random, numpy; print(random.random(), numpy.random.rand())")
-    assert a.status == b.status == "ok" and a.stdout != b.stdout  # each fork reseeded
+@pytest.mark.parametrize("tier", TIERS)
+def test_runs_are_independent(pool, tier):
+    draws = "import random, numpy; print(random.random(), numpy.random.rand(), numpy.random.normal())"
+    a, b = (run_in(pool, tier, draws).stdout.split() for _ in range(2))
+    assert len(a) == len(b) == 3 and all(x != y for x, y in zip(a, b, strict=True)), (a, b)  # each fork reseeded
     assert pool.run("x = 1").status == "ok"
     assert pool.run("print(x)").status == "runtime_error"  # no state carried between runs

@@ -1,0 +1,204 @@
+"""One run, G, inside the sandbox (standard library only): a fresh fork of the warm interpreter that sets itself up
+before its request exists, runs the model's code as ``__main__``, reports its exit status and exits.
+
+Set-up, per run: its own mount/net/ipc/uts namespaces, private tmpfs ``/tmp`` and ``/dev/shm``, stdio on the slot's
+pipes, every other fd closed, no capabilities (the bounding set was emptied once by its slot), the seccomp filter,
+rlimits, fresh random seeds. What costs more than a syscall (the seccomp program, the RNG's address) is prepared
+once in the zygote.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import io
+import os
+import random
+import resource
+import signal
+import struct
+import sys
+import threading
+import traceback
+import types
+
+from _zygote_kernel import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWUTS,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    PR_SET_PDEATHSIG,
+    Settings,
+    check,
+    clear_capabilities,
+    keep_only_fds,
+    libc,
+    mount,
+    recv_msg,
+)
+
+SCRATCH = "/tmp"
+MAIN = "/tmp/main.py"
+READY = b"\x01"  # G -> S once set up; anything else is an error message
+MT_KEY_BYTES = 624 * 4
+MT_POS_END = struct.pack("<i", 624)  # the key is used up: the next draw regenerates it from the new seed
+
+
+class Pipes:
+    """The pipes of one run. ``*_r``/``*_w`` are the read/write ends; S keeps one side, G the other."""
+
+    def __init__(self) -> None:
+        self.ctl_r, self.ctl_w = os.pipe()  # S -> G: the request
+        self.rep_r, self.rep_w = os.pipe()  # G -> S: READY (or why not), then the exit status once output is flushed
+        self.in_r, self.in_w = os.pipe()
+        self.out_r, self.out_w = os.pipe()
+        self.err_r, self.err_w = os.pipe()
+
+    def supervisor_side(self) -> None:
+        for fd in (self.ctl_r, self.rep_w, self.in_r, self.out_w, self.err_w):
+            os.close(fd)
+
+    def close_supervisor_side(self) -> None:
+        for fd in (self.ctl_w, self.rep_r, self.in_w, self.out_r, self.err_r):
+            if fd >= 0:
+                os.close(fd)
+
+
+class Reseeder:
+    """Fresh seeds for ``random`` and numpy's global RandomState in every run (all runs fork the same state).
+
+    numpy's ``seed()`` touches hundreds of pages per run; writing 2,500 bytes from ``os.urandom`` straight into the
+    MT19937 state is what it amounts to. The zygote checks the layout once and falls back to ``seed()`` if it differs.
+    """
+
+    def __init__(self) -> None:
+        self.np_random = sys.modules.get("numpy.random")  # importing it here would cost 100 ms a run
+        self.address = None
+        if self.np_random is None:
+            return
+        with contextlib.suppress(Exception):
+            if self.np_random.get_state()[3]:  # a cached gaussian would repeat in every run
+                self.np_random.seed()
+            address = self.np_random.mtrand._rand._bit_generator.ctypes.state_address
+            key = os.urandom(MT_KEY_BYTES)
+            ctypes.memmove(address, key + MT_POS_END, MT_KEY_BYTES + 4)
+            state = self.np_random.get_state()
+            if state[1].tobytes() == key and state[2] == 624:
+                self.address = address
+
+    def __call__(self) -> None:
+        random.seed()
+        if self.address is not None:
+            ctypes.memmove(self.address, os.urandom(MT_KEY_BYTES) + MT_POS_END, MT_KEY_BYTES + 4)
+        elif self.np_random is not None:
+            self.np_random.seed()
+
+
+def run_code(st: Settings, pipes: Pipes, reseed: Reseeder, inherited: list) -> None:
+    """G: set up (namespaces, mounts, fds, capabilities, seccomp, limits), tell S, then run one request.
+    ``inherited``: the pool's listening sockets, closed so a run can never accept a request itself."""
+    try:
+        for sock in inherited:
+            sock.close()
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={st.scratch_mb}m,mode=700")
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777")
+        for fd, target in ((pipes.in_r, 0), (pipes.out_w, 1), (pipes.err_w, 2)):
+            os.dup2(fd, target)
+        keep_only_fds([pipes.ctl_r, pipes.rep_w])
+        os.chdir(SCRATCH)
+        clear_capabilities()
+        if st.seccomp is not None:
+            st.seccomp.install()
+        for which, value in (
+            (resource.RLIMIT_NPROC, st.nproc),
+            (resource.RLIMIT_NOFILE, st.nofile),
+            (resource.RLIMIT_FSIZE, st.fsize_mb << 20),
+            (resource.RLIMIT_CORE, 0),
+        ):
+            resource.setrlimit(which, (value, value))
+        reseed()
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.write(pipes.rep_w, f"{type(exc).__name__}: {exc}".encode()[:4000] or b"?")
+        os._exit(71)
+    os.write(pipes.rep_w, READY)
+    try:
+        request = recv_msg(pipes.ctl_r)
+    except (EOFError, OSError, ValueError):
+        os._exit(0)  # the supervisor went away before sending a request: nothing to run
+    os.close(pipes.ctl_r)
+    status = run_request(request)
+    # Fast path: tell S the status now instead of making it wait for this process's (slow, large) teardown. The code
+    # could write here itself, but it gains nothing it could not get by calling os._exit() at the same point.
+    with contextlib.suppress(OSError):
+        os.write(pipes.rep_w, struct.pack(">i", (status & 0xFF) << 8))
+    os._exit(status)
+
+
+def run_request(request: dict) -> int:
+    for rel, b64 in (request.get("files") or {}).items():
+        path = os.path.join(SCRATCH, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(b64))
+    code = request["code"]
+    with open(MAIN, "w", encoding="utf-8") as f:  # tracebacks show the lines of the code
+        f.write(code)
+    with open("/proc/self/statm") as f:
+        vsz = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    memory = vsz + (int(request["memory_mb"]) << 20)  # the preloaded interpreter's mappings are not the code's
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    cpu = int(float(request["timeout_s"])) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    return exec_main(code)
+
+
+def exec_main(code: str) -> int:
+    """Run ``code`` the way ``python main.py`` would, in a fresh __main__ module; returns the exit status."""
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+    )
+    sys.argv = [MAIN]
+    sys.path[0:0] = [SCRATCH]
+    main = types.ModuleType("__main__")
+    main.__file__ = MAIN
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    status = 0
+    try:
+        exec(compile(code, MAIN, "exec"), main.__dict__)
+    except SystemExit as exc:
+        status = _exit_status(exc.code)
+    except BaseException as exc:  # what the interpreter would print for an uncaught exception
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
+        status = 1
+    try:
+        threading._shutdown()  # join non-daemon threads, as interpreter exit does
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            status = status or 120
+    return status
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(BaseException):
+        sys.stderr.write(f"{code}\n")
+    return 1
