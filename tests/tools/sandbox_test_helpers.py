@@ -39,6 +39,24 @@ def descendants(root_pid: int) -> set[int]:
     return out
 
 
+def children(pid: int) -> list[int]:
+    """Live pids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split() if entry.name.isdigit() else None
+        except OSError:
+            continue
+        if fields and fields[0] != "Z" and int(fields[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+
+
 def settled_count(pool: Any, expect_at_most: int | None = None, timeout_s: float = 10.0) -> int:
     """Processes under the pool's bwrap once it is idle again (standby runs refilled, finished runs gone)."""
     assert pool._proc is not None

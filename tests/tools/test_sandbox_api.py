@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import warnings
 
 import httpx
 import pytest
+from sandbox_test_helpers import children, rss_kb
 
 from agentrl_recipe.config import SandboxConfig
 from agentrl_recipe.tools.sandbox import STATUSES, ExecResult, SandboxError, get_sandbox, health_check
@@ -126,7 +128,7 @@ def test_health_check_reports_the_pool(pool):
     assert report["isolation"]["seccomp"] is True
 
 
-def test_pool_restarts_after_its_interpreter_dies():
+def test_pool_restarts_after_its_interpreter_or_heavy_zygote_dies():
     sb = LocalSandbox(SandboxConfig(backend="local", pool_size=1))
     try:
         assert sb._proc is not None
@@ -136,6 +138,16 @@ def test_pool_restarts_after_its_interpreter_dies():
         if res.status == "infra_error":  # the kill raced a connection; the next call restarts
             res = sb.run("print('back')")
         assert res.stdout == "back\n" and sb.restarts == 1
+        # The heavy zygote (pandas, sklearn) dying takes the pool down with it: restarted on the next call too.
+        [inner_bwrap] = children(sb._proc.pid)
+        [zygote] = children(inner_bwrap)
+        heavy = max(children(zygote), key=rss_kb)  # it holds pandas: by far the largest of the zygote's children
+        os.kill(heavy, signal.SIGKILL)
+        time.sleep(0.3)
+        res = sb.run("import pandas; print('back')")
+        if res.status == "infra_error":
+            res = sb.run("import pandas; print('back')")
+        assert res.stdout == "back\n" and sb.restarts == 2
     finally:
         sb.close()
 

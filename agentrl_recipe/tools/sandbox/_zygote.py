@@ -75,27 +75,37 @@ def preload(modules: list[str]) -> tuple[list[str], dict[str, str]]:
     return ok, failed
 
 
+def spawn(body, what: str, error_code: int) -> int:
+    """Fork a child that runs ``body`` and exits: 0, or ``error_code`` and one line on stderr if it raised."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            body()
+        except BaseException as exc:
+            sys.stderr.write(f"agentrl sandbox {what}: {type(exc).__name__}: {exc}\n")
+            code = error_code
+        os._exit(code)
+    return pid
+
+
 def start_heavy(st: Settings, cfg: dict) -> tuple[int, dict]:
     """Fork the heavy tier from the light zygote, before the light one freezes; returns (pid, its ready report)."""
     light = set(sys.modules)
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+
+    def heavy_zygote() -> None:
         os.close(r)
-        code = 0
-        try:
-            loaded, failed = preload(cfg["preload_heavy"])
-            info = {"preloaded": loaded, "preload_failed": failed, "modules": sorted(set(sys.modules) - light)}
+        loaded, failed = preload(cfg["preload_heavy"])
+        info = {"preloaded": loaded, "preload_failed": failed, "modules": sorted(set(sys.modules) - light)}
 
-            def announce(report: dict) -> dict:
-                send_msg(w, {**report, **info})
-                return report
+        def announce(report: dict) -> dict:
+            send_msg(w, {**report, **info})
+            return report
 
-            serve_tier(st, cfg, TIERS[1], announce)
-        except BaseException as exc:
-            sys.stderr.write(f"agentrl sandbox heavy zygote: {type(exc).__name__}: {exc}\n")
-            code = 4
-        os._exit(code)
+        serve_tier(st, cfg, TIERS[1], announce)
+
+    pid = spawn(heavy_zygote, "heavy zygote", 4)
     os.close(w)
     try:
         report = recv_msg(r)
@@ -127,16 +137,7 @@ def serve_tier(st: Settings, cfg: dict, sock_name: str, announce, heavy_pid: int
     failures = 0
     while True:
         while len(children) < int(cfg["slots"]):
-            pid = os.fork()
-            if pid == 0:
-                code = 0
-                try:
-                    worker(st, lambda: listener.accept()[0], [listener], reseed)
-                except BaseException as exc:
-                    sys.stderr.write(f"agentrl sandbox supervisor: {type(exc).__name__}: {exc}\n")
-                    code = 3
-                os._exit(code)
-            children.add(pid)
+            children.add(spawn(lambda: worker(st, lambda: listener.accept()[0], [listener], reseed), "supervisor", 3))
         pid, status = os.wait()
         if pid == heavy_pid:  # the host sees a dead pool, restarts it, and the log says why
             sys.stderr.write(f"agentrl sandbox: the heavy zygote exited (status {status}); zygote exiting\n")
