@@ -5,8 +5,9 @@ Hybrid mode with ``checkpoint_engine.backend=naive``: after every update ``Actor
 (``verl/workers/engine_workers.py``) calls ``update_weights(engine.get_per_tensor_param(), ...)`` on *every* rank.
 Producing a full tensor from an FSDP shard is a collective, so every rank drains the generator; the replica's
 leader rank (``rollout_rank == 0``) keeps one CPU copy of each tensor and sends that one state dict to its server
-actor, which loads it between decode batches. Standalone mode: verl's ``CheckpointEngineWorker`` hands the weights
-its checkpoint engine received to the same method.
+actor, which loads it between decode batches. Standalone mode (``separate_async``): verl's ``CheckpointEngineWorker``
+hands the weights its checkpoint engine received (``agentrl_ray`` on CPU: :mod:`.checkpoint_engine`) to the same
+method.
 
 ``resume`` / ``release`` do nothing: the server keeps its model in host memory (nothing to free on a device).
 """

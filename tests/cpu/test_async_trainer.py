@@ -1,9 +1,9 @@
 """verl's v1 asynchronous trainer on CPU through the launcher: `make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=...`.
 
-colocate_async runs for 3 steps with a trajectory mask on; everything is asserted from the run's own outputs (verl's
-file-logger metrics and the component markers of agentrl_recipe/trace.py). separate_async needs a checkpoint engine
-that sends weights to another process (nccl / nixl / mooncake, all GPU-only in verl 0.9.1): on CPU the launcher must
-refuse it before anything starts, naming the key.
+colocate_async runs for 3 steps and separate_async (``+recipe/async=separate_async_cpu``: a standalone agentrl_hf
+replica in its own processes, weights sent by the ``agentrl_ray`` checkpoint engine) for 2, each with a trajectory
+mask on; everything is asserted from the runs' own outputs (verl's file-logger metrics and the component markers of
+agentrl_recipe/trace.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from trainer_helpers import launch, metrics, tail
 
-from agentrl_recipe import trace
+from agentrl_recipe import names, trace
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
@@ -61,9 +61,42 @@ def test_rollout_correction_and_the_mask_apply(colocate_async_run: Path) -> None
     assert sum(s["training/masks/masked_trajectories"] for s in steps.values()) > 0
 
 
-def test_separate_async_is_refused_on_cpu_before_anything_starts(tmp_path: Path) -> None:
-    # the CPU config's in-process weight sync; the overlay's nccl does not exist on CPU (cupy, NCCL)
-    args = ["--dry-run", "+recipe/async=separate_async", "actor_rollout_ref.rollout.checkpoint_engine.backend=naive"]
-    proc = launch("rl", "agentrl_rl_cpu", args, tmp_path, timeout=300)
-    assert proc.returncode != 0
-    assert "actor_rollout_ref.rollout.checkpoint_engine.backend" in proc.stdout + proc.stderr, tail(proc)
+SEPARATE_STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def separate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("rl_separate_async")
+    args = [
+        "--model", str(cpu_sft_model), "--data", str(cpu_inputs_dir.rl_train), "--val-data", str(cpu_inputs_dir.rl_val),
+        "+recipe/async=separate_async_cpu", f"trainer.total_training_steps={SEPARATE_STEPS}", "trainer.save_freq=-1",
+        f"trainer.default_local_dir={run / 'ckpt'}", "agentrl.masks.overlong_filter=true",
+    ]  # fmt: skip
+    proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900)
+    assert proc.returncode == 0, tail(proc)
+    return run
+
+
+def test_separate_async_trains_every_step_from_a_standalone_replica(separate_async_run: Path) -> None:
+    steps = metrics(separate_async_run)
+    assert sorted(steps) == list(range(1, SEPARATE_STEPS + 1)), sorted(steps)
+    ran = {m["component"] for m in trace.read(separate_async_run / "trace")}
+    assert "AgentRLReplayBufferAsync" in ran and "AgentRLReplayBuffer" not in ran, ran
+    for step in steps.values():
+        assert step["actor/grad_norm"] > 0 and step["actor/pg_loss"] != 0, step
+        # the weights went to the replica's processes through agentrl_ray (the engine's own metrics, via verl)
+        assert step["timing_s/update_weights"] > 0 and step[f"{names.CHECKPOINT_ENGINE}/sent_mb"] > 0, sorted(step)
+    log = (separate_async_run / "log.txt").read_text()
+    assert "rollout served by 1 standalone replicas only" in log  # verl's own line: no hybrid replica
+
+
+def test_separate_async_logs_staleness_and_applies_the_mask_and_rollout_correction(separate_async_run: Path) -> None:
+    steps = metrics(separate_async_run)
+    for step in steps.values():
+        for stat in ("mean", "max", "min"):
+            assert f"training/off_policy/trajectory_staleness/{stat}" in step, sorted(step)
+            assert f"training/off_policy/trajectory_spans/{stat}" in step, sorted(step)
+        assert step["training/off_policy/trajectory_staleness_worst/max"] <= 1  # max_off_policy_threshold 2
+        assert step["rollout_corr/rollout_is_mean"] > 0 and step["rollout_corr/rollout_is_max"] <= 2.0
+    assert sum(s["training/masks/overlong_filter_ratio"] for s in steps.values()) > 0, "no overlong trajectory"
+    assert sum(s["training/masks/masked_trajectories"] for s in steps.values()) > 0
