@@ -134,6 +134,7 @@ def test_misuse_fails_with_one_clear_line():
     )
 
 
+@pytest.mark.slow
 def test_a_process_whose_first_import_is_the_engine_module_registers_it():
     # the mailbox actor's Ray worker imports this module first; verl's plugin loader then imports it again
     code = (
