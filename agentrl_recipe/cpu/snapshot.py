@@ -1,5 +1,7 @@
 """Runtime fix of verl 0.9.1 on the CPU platform: the π_old snapshot of separate_async's decoupled PPO.
 
+Exists only for a verl bug: delete once verl has upstream/0011-fsdp2-cpu-snapshot-copies.patch.
+
 ``trainer.v1.trainer_mode: separate_async`` with ``parameter_sync_step > 1`` keeps the weights of the step's first
 mini-batch as π_old (``PPOTrainerSeparateAsync._compute_old_log_prob`` → ``DetachActorWorker.save_model_to_cpu`` /
 ``restore_model_from_cpu``). For FSDP2 the snapshot is ``verl.utils.fsdp_utils.fsdp2_sharded_save_to_cpu``, which
