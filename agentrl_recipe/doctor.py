@@ -21,6 +21,16 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOL_CONFIG_DIR = REPO_ROOT / "verl_configs" / "tools"
 PROBE_TIMEOUT_S = 300
+# Each kind of names.REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name).
+REGISTRIES: dict[str, tuple[str, str]] = {
+    "agent_loop": ("verl.experimental.agent_loop.agent_loop", "_agent_loop_registry"),
+    "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
+    "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
+    "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),
+    "platform": ("verl.plugin.platform", "PlatformRegistry"),
+    "rollout_replica": ("verl.workers.rollout.replica", "RolloutReplicaRegistry"),
+    "checkpoint_engine": ("verl.checkpoint_engine.base", "CheckpointEngineRegistry"),
+}
 
 
 def probe(check_sandbox: bool = True) -> dict[str, Any]:
@@ -68,16 +78,8 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
     from agentrl_recipe import names
 
     report["registered"] = registered = {}
-    lookups = {
-        "agent_loop": ("verl.experimental.agent_loop.agent_loop", "_agent_loop_registry"),
-        "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
-        "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
-        "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),
-        "platform": ("verl.plugin.platform", "PlatformRegistry"),
-        "rollout_replica": ("verl.workers.rollout.replica", "RolloutReplicaRegistry"),
-    }
     for kind, name in names.REGISTERED.items():
-        entry = _registry_entry(lookups, kind, name)
+        entry = _registry_entry(kind, name)
         info: dict[str, Any] = {"name": name, "registered": entry is not None}
         if entry is not None:
             target = entry["_target_"] if isinstance(entry, dict) else f"{entry.__module__}.{entry.__qualname__}"
@@ -102,14 +104,14 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
     return report
 
 
-def _registry_entry(lookups: dict[str, tuple[str, str]], kind: str, name: str) -> Any:
+def _registry_entry(kind: str, name: str) -> Any:
     """What verl's registry for ``kind`` holds under ``name`` (None when absent)."""
     import importlib
 
-    module, attr = lookups[kind]
+    module, attr = REGISTRIES[kind]
     try:
         return getattr(importlib.import_module(module), attr).get(name)
-    except ValueError:  # RolloutReplicaRegistry.get raises for an unknown name instead of returning None
+    except ValueError:  # RolloutReplicaRegistry / CheckpointEngineRegistry .get raise for an unknown name
         return None
 
 
@@ -216,19 +218,19 @@ def _print_human(report: dict[str, Any]) -> None:
     print(f"entry point: {report.get('entry_point')}   loaded by verl: {report.get('plugin_loaded_by_verl')}")
     for kind, info in report.get("registered", {}).items():
         mark = "ok " if info.get("registered") and info.get("importable") else "BAD"
-        print(f"  [{mark}] {kind:15s} {info['name']:22s} {info.get('target', '')}")
+        print(f"  [{mark}] {kind:17s} {info['name']:22s} {info.get('target', '')}")
     for tool in report.get("tools", []):
-        print(f"  [{'ok ' if tool.get('resolvable') else 'BAD'}] tool            {tool['class_name']}")
+        print(f"  [{'ok ' if tool.get('resolvable') else 'BAD'}] tool              {tool['class_name']}")
     runtime = report.get("sandbox_runtime", {})
     if runtime.get("ok"):
         packages = " ".join(f"{k}=={v}" for k, v in runtime.get("packages", {}).items())
-        print(f"  [ok ] sandbox python  {runtime.get('python')} at {runtime.get('root')}: {packages}")
+        print(f"  [ok ] sandbox python    {runtime.get('python')} at {runtime.get('root')}: {packages}")
     elif runtime:
-        print(f"  [BAD] sandbox python  {runtime.get('error')}")
+        print(f"  [BAD] sandbox python    {runtime.get('error')}")
     sandbox = report.get("sandbox", {})
     if not sandbox.get("skipped"):
         status = "ok " if sandbox.get("ok") else "BAD"
-        print(f"  [{status}] sandbox         {json.dumps({k: v for k, v in sandbox.items() if k != 'ok'})}")
+        print(f"  [{status}] sandbox           {json.dumps({k: v for k, v in sandbox.items() if k != 'ok'})}")
     hw = report.get("hardware", {})
     cuda = f"cuda={hw.get('cuda_available')} ({hw.get('cuda_devices')} devices)"
     print(f"torch {hw.get('torch')}  {cuda}  vllm={hw.get('vllm')}")

@@ -13,8 +13,7 @@ ADV_ESTIMATOR = "agentrl_grpo"  # verl.trainer.ppo.core_algos.register_adv_est
 PLATFORM = "agentrl_cpu"  # verl.plugin.platform.PlatformRegistry; selected with VERL_PLATFORM=agentrl_cpu
 ROLLOUT_REPLICA = "agentrl_hf"  # verl RolloutReplicaRegistry + rollout class registry (actor_rollout_ref.rollout.name)
 # verl CheckpointEngineRegistry (actor_rollout_ref.rollout.checkpoint_engine.backend): weights to a standalone rollout
-# through Ray's object store (agentrl_recipe/generation/checkpoint_engine.py). Not in REGISTERED yet: `doctor` and
-# tests/plugin look every REGISTERED kind up in a table that has no checkpoint-engine entry.
+# through Ray's object store (agentrl_recipe/generation/checkpoint_engine.py)
 CHECKPOINT_ENGINE = "agentrl_ray"
 
 REGISTERED = {
@@ -24,6 +23,7 @@ REGISTERED = {
     "adv_estimator": ADV_ESTIMATOR,
     "platform": PLATFORM,
     "rollout_replica": ROLLOUT_REPLICA,
+    "checkpoint_engine": CHECKPOINT_ENGINE,
 }
 
 # --- the tool (resolved by class path from verl_configs/tools/*.yaml, not a registry) ---

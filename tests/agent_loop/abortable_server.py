@@ -1,12 +1,14 @@
 """A rollout server with vLLM's partial-rollout contract, for the agent-loop tests (uniquely named module).
 
-verl's vLLM server cannot run on CPU and ``agentrl_hf`` does not abort requests yet, so this Ray actor plays the
-server side of verl 0.9.1's partial rollout exactly as ``vllm_async_server.py`` does it: ``abort_all_requests``
-closes the admission gate and ends every in-flight request with the tokens generated so far and
-``stop_reason="aborted"``; requests that arrive behind the closed gate park until ``resume_generation``; every
-output carries ``extra_fields["global_steps"]`` = the weight version that generated it. The "model" writes scripted
-assistant turns one token at a time; each token's log-prob encodes the weight version that sampled it
-(``logprob_of(version)``), so a test can see which version wrote which token.
+verl's vLLM server cannot run on CPU. ``agentrl_hf`` keeps the same contract (``abort_all_requests`` cuts the batch
+in flight, which returns its tokens with ``stop_reason="aborted"``, and ``resume_generation`` reopens the gate), but a
+real model's turns and timing are not scripted, so this Ray actor plays the server side of verl 0.9.1's partial
+rollout exactly as ``vllm_async_server.py`` does it, one token at a time, where a test can land a weight update at a
+chosen token: ``abort_all_requests`` closes the admission gate and ends every in-flight request with the tokens
+generated so far and ``stop_reason="aborted"``; requests that arrive behind the closed gate park until
+``resume_generation``; every output carries ``extra_fields["global_steps"]`` = the weight version that generated it.
+The "model" writes scripted assistant turns one token at a time; each token's log-prob encodes the weight version
+that sampled it (``logprob_of(version)``), so a test can see which version wrote which token.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ REGISTRY_PROBE = textwrap.dedent(
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
     from verl.plugin.platform import PlatformRegistry
     from verl.workers.rollout.replica import RolloutReplicaRegistry
+    from verl.checkpoint_engine.base import CheckpointEngineRegistry
     from agentrl_recipe import names
 
     def replica_registered(name):
@@ -32,6 +33,14 @@ REGISTRY_PROBE = textwrap.dedent(
         except ValueError:
             return False
 
+    def checkpoint_engine_registered(name):
+        # the class verl builds for checkpoint_engine.backend=name (CheckpointEngineRegistry.new), ours
+        try:
+            engine = CheckpointEngineRegistry.get(name)
+        except ValueError:
+            return False
+        return engine.__module__ == "agentrl_recipe.generation.checkpoint_engine"
+
     def seen():
         return {
             "agent_loop": names.AGENT_LOOP in _agent_loop_registry,
@@ -40,6 +49,7 @@ REGISTRY_PROBE = textwrap.dedent(
             "adv_estimator": names.ADV_ESTIMATOR in ADV_ESTIMATOR_REGISTRY,
             "platform": PlatformRegistry.get(names.PLATFORM) is not None,
             "rollout_replica": replica_registered(names.ROLLOUT_REPLICA),
+            "checkpoint_engine": checkpoint_engine_registered(names.CHECKPOINT_ENGINE),
         }
     """
 )
@@ -58,6 +68,16 @@ def _run(code: str, env: dict[str, str] | None = None, timeout: int = 180) -> su
 def test_every_registered_name_has_the_prefix() -> None:
     assert all(name.startswith("agentrl_") for name in names.REGISTERED.values())
     assert len(set(names.REGISTERED.values())) == len(names.REGISTERED)
+
+
+def test_doctor_looks_every_registered_kind_up_in_a_verl_registry() -> None:
+    import importlib
+
+    from agentrl_recipe import doctor
+
+    assert set(doctor.REGISTRIES) == set(names.REGISTERED)
+    for module, attr in doctor.REGISTRIES.values():
+        assert callable(getattr(importlib.import_module(module), attr).get), (module, attr)
 
 
 def test_plain_import_verl_registers_every_name() -> None:
@@ -114,6 +134,8 @@ def test_doctor_json_reports_versions_and_names(agentrl_cache: Path) -> None:
     for kind, name in names.REGISTERED.items():
         assert report["registered"][kind] == {**report["registered"][kind], "name": name, "registered": True}
         assert report["registered"][kind]["importable"] is True
+    engine = report["registered"]["checkpoint_engine"]
+    assert engine["target"] == "agentrl_recipe.generation.checkpoint_engine.RayObjectStoreCheckpointEngine"
     assert any(t["class_name"] == names.TOOL_CLASS and t["resolvable"] for t in report["tools"])
     assert report["sandbox"]["ok"] is True
     assert "cuda_available" in report["hardware"]
