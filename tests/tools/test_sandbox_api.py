@@ -84,7 +84,8 @@ def test_subprocess_backend_warns_and_works():
     from agentrl_recipe.tools.sandbox.subprocess_backend import SubprocessSandbox
 
     with pytest.warns(RuntimeWarning, match="NO ISOLATION"):
-        sb = SubprocessSandbox(timeout_s=5, memory_mb=512, max_output_bytes=1 << 16, max_concurrency=4)
+        # 60 s: a Python start-up took over 5 s on a loaded 2-core CI machine (the timeout case sets its own 1 s)
+        sb = SubprocessSandbox(timeout_s=60, memory_mb=512, max_output_bytes=1 << 16, max_concurrency=4)
     try:
         assert sb.run("print(input())", stdin="hi\n").stdout == "hi\n"
         assert sb.run("while True: pass", timeout_s=1).status == "timeout"
