@@ -20,17 +20,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pay
 STEPS = 3
 
 
-@pytest.fixture(scope="module")
-def colocate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = tmp_path_factory.mktemp("rl_colocate_async")
+def _async_run(mode: str, steps: int, model: Path, inputs, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=<mode>` for ``steps`` steps with the overlong mask on."""
+    run = tmp_path_factory.mktemp(f"rl_{mode}")
     args = [
-        "--model", str(cpu_sft_model), "--data", str(cpu_inputs_dir.rl_train), "--val-data", str(cpu_inputs_dir.rl_val),
-        "+recipe/async=colocate_async", f"trainer.total_training_steps={STEPS}", "trainer.save_freq=-1",
+        "--model", str(model), "--data", str(inputs.rl_train), "--val-data", str(inputs.rl_val),
+        f"+recipe/async={mode}", f"trainer.total_training_steps={steps}", "trainer.save_freq=-1",
         f"trainer.default_local_dir={run / 'ckpt'}", "agentrl.masks.overlong_filter=true",
     ]  # fmt: skip
     proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900)
     assert proc.returncode == 0, tail(proc)
     return run
+
+
+@pytest.fixture(scope="module")
+def colocate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _async_run("colocate_async", STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory)
 
 
 def test_colocate_async_trains_every_step_with_the_async_buffer(colocate_async_run: Path) -> None:
@@ -66,15 +71,7 @@ SEPARATE_STEPS = 2
 
 @pytest.fixture(scope="module")
 def separate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = tmp_path_factory.mktemp("rl_separate_async")
-    args = [
-        "--model", str(cpu_sft_model), "--data", str(cpu_inputs_dir.rl_train), "--val-data", str(cpu_inputs_dir.rl_val),
-        "+recipe/async=separate_async_cpu", f"trainer.total_training_steps={SEPARATE_STEPS}", "trainer.save_freq=-1",
-        f"trainer.default_local_dir={run / 'ckpt'}", "agentrl.masks.overlong_filter=true",
-    ]  # fmt: skip
-    proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900)
-    assert proc.returncode == 0, tail(proc)
-    return run
+    return _async_run("separate_async_cpu", SEPARATE_STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory)
 
 
 def test_separate_async_trains_every_step_from_a_standalone_replica(separate_async_run: Path) -> None:
