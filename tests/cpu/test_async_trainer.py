@@ -33,16 +33,22 @@ def _async_run(mode: str, steps: int, model: Path, inputs, tmp_path_factory: pyt
     return run
 
 
+def _trained_every_step_with_the_async_buffer(run: Path, n_steps: int) -> dict[int, dict]:
+    """Every step's verl metrics; asserts all ``n_steps`` steps logged and only the async replay buffer ran."""
+    steps = metrics(run)
+    assert sorted(steps) == list(range(1, n_steps + 1)), sorted(steps)
+    ran = {m["component"] for m in trace.read(run / "trace")}
+    assert "AgentRLReplayBufferAsync" in ran and "AgentRLReplayBuffer" not in ran, ran
+    return steps
+
+
 @pytest.fixture(scope="module")
 def colocate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _async_run("colocate_async", STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory)
 
 
 def test_colocate_async_trains_every_step_with_the_async_buffer(colocate_async_run: Path) -> None:
-    steps = metrics(colocate_async_run)
-    assert sorted(steps) == list(range(1, STEPS + 1)), sorted(steps)
-    ran = {m["component"] for m in trace.read(colocate_async_run / "trace")}
-    assert "AgentRLReplayBufferAsync" in ran and "AgentRLReplayBuffer" not in ran, ran
+    steps = _trained_every_step_with_the_async_buffer(colocate_async_run, STEPS)
     assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in steps.values()), steps
 
 
@@ -75,10 +81,7 @@ def separate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: py
 
 
 def test_separate_async_trains_every_step_from_a_standalone_replica(separate_async_run: Path) -> None:
-    steps = metrics(separate_async_run)
-    assert sorted(steps) == list(range(1, SEPARATE_STEPS + 1)), sorted(steps)
-    ran = {m["component"] for m in trace.read(separate_async_run / "trace")}
-    assert "AgentRLReplayBufferAsync" in ran and "AgentRLReplayBuffer" not in ran, ran
+    steps = _trained_every_step_with_the_async_buffer(separate_async_run, SEPARATE_STEPS)
     for step in steps.values():
         assert step["actor/grad_norm"] > 0 and step["actor/pg_loss"] != 0, step
         # the weights went to the replica's processes through agentrl_ray (the engine's own metrics, via verl)
