@@ -53,6 +53,8 @@ FIELD_SANDBOX_FAILED = "agentrl_sandbox_failed"  # list[str]
 
 # --- per-trajectory fields written by the reward manager (reward_extra_info -> non_tensor_batch columns) ---
 FIELD_GRADER_INFRA_FAILURE = "agentrl_grader_infra_failure"  # bool: sandbox infra_error while grading
+# str (JSON list of fleet_metrics.route_metrics): the sandbox_fusion servers the code grade reached; "[]" otherwise
+FIELD_REWARD_SANDBOX_ROUTES = "agentrl_reward_sandbox_routes"
 FIELD_GRADER_TIMEOUT = "agentrl_grader_timeout"  # bool: the grade hit the per-item timeout
 
 # --- top-level config namespace owned by the plugin (validated by `agentrl-recipe configs check`) ---

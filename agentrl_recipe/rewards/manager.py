@@ -37,6 +37,7 @@ from agentrl_recipe import compat, names, trace
 from agentrl_recipe.config import SandboxConfig, from_mapping, to_plain
 from agentrl_recipe.rewards import scoring
 from agentrl_recipe.rewards.isolation import GraderTimeout
+from agentrl_recipe.tools.sandbox import fleet_metrics, get_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ REWARD_INFO_KEYS = (
     "response_tokens",  # the length the overlong rule measured
     names.FIELD_GRADER_TIMEOUT,  # the grade hit grader_timeout_s (or math-verify's hard timeout)
     names.FIELD_GRADER_INFRA_FAILURE,  # the sandbox failed while grading: score says nothing, mask it
+    names.FIELD_REWARD_SANDBOX_ROUTES,  # JSON: the sandbox_fusion servers the grade reached (per-server metrics)
     "grade_s",  # seconds spent grading (for latency metrics)
 )
 
@@ -329,20 +331,29 @@ class AgentRLRewardManager(RewardManagerBase):
         self, data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any]
     ) -> tuple[dict[str, Any], bool, float]:
         """(result, timed_out, seconds). Queueing for a slot is not part of the timeout."""
+        sandbox = fleet_metrics.RouteRecorder(functools.partial(get_sandbox, self.sandbox_config))
         async with self._semaphore():
             start = time.monotonic()
             try:
                 result = await asyncio.wait_for(
-                    self._score(data_source, solution_str, ground_truth, extra_info),
+                    self._score(data_source, solution_str, ground_truth, extra_info, sandbox),
                     timeout=float(self.settings.grader_timeout_s),
                 )
                 timed_out = False
             except (asyncio.TimeoutError, GraderTimeout):
                 logger.warning("agentrl_reward: grading a %s row timed out; scored as wrong and flagged", data_source)
                 result, timed_out = _timeout_result(data_source), True
+            result = {**result, names.FIELD_REWARD_SANDBOX_ROUTES: sandbox.to_json()}
             return result, timed_out, time.monotonic() - start
 
-    async def _score(self, data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any]):
+    async def _score(
+        self,
+        data_source: str,
+        solution_str: str,
+        ground_truth: Any,
+        extra_info: dict[str, Any],
+        sandbox: fleet_metrics.RouteRecorder,
+    ) -> dict[str, Any]:
         if self.custom_score_fn is None:
             s = self.settings
             return await scoring.acompute_score(
@@ -352,7 +363,7 @@ class AgentRLRewardManager(RewardManagerBase):
                 extra_info,
                 math_verifier=s.math_verifier,
                 math_verify_timeout_s=s.math_verify_timeout_s,
-                sandbox=self.sandbox_config,
+                sandbox=sandbox,
                 code_rules=s.code_rules,
                 code_timeout_s_per_test=s.code_timeout_s_per_test,
                 code_total_timeout_s=s.code_total_timeout_s,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import os
 import time
@@ -17,10 +18,13 @@ from verl import DataProto
 from verl.trainer.ppo.reward import load_reward_manager
 
 from agentrl_recipe import names
+from agentrl_recipe.rewards import manager as manager_module
 from agentrl_recipe.rewards import scoring
 from agentrl_recipe.rewards.isolation import GraderTimeout
 from agentrl_recipe.rewards.manager import REWARD_INFO_KEYS, AgentRLRewardManager, RewardKwargs
 from agentrl_recipe.rewards.metrics import reward_metrics
+from agentrl_recipe.tools.sandbox.fleet_metrics import server_metrics
+from agentrl_recipe.tools.sandbox.types import Route
 
 MAX_RESP = 64  # data.max_response_length of these tests
 BUFFER = 16  # overlong buffer: the penalty runs from 48 to 64 tokens
@@ -64,10 +68,10 @@ def config_with(base, **reward_kwargs):
 @pytest.fixture(scope="module")
 def use_test_sandbox(sandbox):
     """Route the manager's code rows to the session's sandbox (same backend choice as the other reward tests)."""
-    original = scoring._resolve_sandbox
-    scoring._resolve_sandbox = lambda _cfg: sandbox
+    original = manager_module.get_sandbox
+    manager_module.get_sandbox = lambda _cfg: sandbox
     yield sandbox
-    scoring._resolve_sandbox = original
+    manager_module.get_sandbox = original
 
 
 def make_row(tokenizer, text, data_source, ground_truth, *, num_turns=2, length=None, response_mask=None, extra=None):
@@ -148,6 +152,27 @@ def test_mixed_batch_through_verls_reward_loop_worker(base_config, tiny_tokenize
     assert metrics[f"reward/{names.DS_GPQA}/acc"] == 0.5
     assert metrics[f"reward/{names.DS_SKYWORK_CODE}/score"] == pytest.approx(-0.25)
     assert metrics["reward/grader_timeout_ratio"] == 0.0
+
+
+def test_the_code_grades_sandbox_servers_reach_the_step_metrics(base_config, tiny_tokenizer, sandbox, monkeypatch):
+    """A sandbox_fusion fleet tags every result with the server that answered; the reward path must carry those
+    routes to the per-server metrics as the tool path does (one JSON string per row: verl stacks the values)."""
+
+    class Fleet:
+        async def arun(self, *args, **kwargs):
+            result = await sandbox.arun(*args, **kwargs)
+            return dataclasses.replace(result, route=Route(server="http://sb-1:8080", latency_s=0.02, failed=("x:1",)))
+
+    monkeypatch.setattr(manager_module, "get_sandbox", lambda _cfg: Fleet())
+    manager = load_reward_manager(base_config, tiny_tokenizer)
+    rows = [(GOOD_CODE, names.DS_LCB_V6, DOUBLE_GT), ("so \\boxed{34}", names.DS_AIME24, "34")]
+    infos = [run(manager, make_row(tiny_tokenizer, *row))["reward_extra_info"] for row in rows]
+    routes = np.array([info[names.FIELD_REWARD_SANDBOX_ROUTES] for info in infos])
+    assert routes.shape == (2,) and json.loads(routes[1]) == []  # a math row reaches no sandbox
+    metrics = server_metrics(infos)
+    assert metrics["agentrl_sandbox/server/sb-1_8080/calls"] == 1.0  # LCB grading: one execution runs every test
+    assert metrics["agentrl_sandbox/server/sb-1_8080/latency_p50_ms"] == pytest.approx(20.0)
+    assert metrics["agentrl_sandbox/server/x_1/failures"] == 1.0
 
 
 WRONG_MATH = ("so \\boxed{35}", names.DS_AIME24, "34")

@@ -87,7 +87,8 @@ def test_subprocess_backend_warns_and_works():
         # 60 s: a Python start-up took over 5 s on a loaded 2-core CI machine (the timeout case sets its own 1 s)
         sb = SubprocessSandbox(timeout_s=60, memory_mb=512, max_output_bytes=1 << 16, max_concurrency=4)
     try:
-        assert sb.run("print(input())", stdin="hi\n").stdout == "hi\n"
+        echoed = sb.run("print(input())", stdin="hi\n")
+        assert echoed.stdout == "hi\n", echoed
         assert sb.run("while True: pass", timeout_s=1).status == "timeout"
         assert sb.run("import sys; sys.stdout.write('x' * (1 << 20))").status == "output_truncated"
         assert sb.run("x = bytearray(4 << 30)").status == "memory_exceeded"
@@ -202,7 +203,8 @@ def test_forked_child_gets_its_own_sandbox():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         parent_sb = get_sandbox(SandboxConfig(backend="subprocess"))
-        assert parent_sb.run("print(1)").stdout == "1\n"
+        printed = parent_sb.run("print(1)")
+        assert printed.stdout == "1\n", printed
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: the inherited instance has no loop thread; get_sandbox must build a new one

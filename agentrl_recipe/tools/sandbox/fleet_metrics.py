@@ -10,14 +10,19 @@ the ``code_interpreter`` tool copies it into its call metrics (:func:`route_metr
 trajectory in three ``extra_fields`` (:func:`trajectory_fields`); the replay buffer's ``step_metrics`` turns a
 batch's into what verl logs (:func:`server_metrics`). Per call that is a dict and three appends; the percentiles are
 computed once per step. The local backend has no route: no keys.
+
+The code reward reaches the same servers from the reward workers: the reward manager grades through a
+:class:`RouteRecorder` and hands the routes on as one JSON string per trajectory (``reward_extra_info`` values must
+be scalars: verl stacks them with ``np.array``), which :func:`server_metrics` counts with the tool's.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.parse
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,9 +63,53 @@ def trajectory_fields(calls: Sequence[Mapping[str, Any]]) -> dict[str, list]:
     }
 
 
+class RouteRecorder:
+    """A sandbox that remembers the route of every run it passes on (the graders call ``arun``; the rest delegates).
+
+    ``get_sandbox`` is called on first use only: grading a math row never starts a sandbox.
+    """
+
+    def __init__(self, get_sandbox: Callable[[], Any]) -> None:
+        self._get_sandbox = get_sandbox
+        self._sandbox: Any = None
+        self.calls: list[dict[str, Any]] = []
+
+    @property
+    def sandbox(self) -> Any:
+        if self._sandbox is None:
+            self._sandbox = self._get_sandbox()
+        return self._sandbox
+
+    async def arun(self, *args: Any, **kwargs: Any) -> Any:
+        result = await self.sandbox.arun(*args, **kwargs)
+        if result.route is not None:
+            self.calls.append(route_metrics(result.route))
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # never resolve the sandbox for copy/pickle probes of private names
+            raise AttributeError(name)
+        return getattr(self.sandbox, name)
+
+    def to_json(self) -> str:
+        """The ``reward_extra_info`` value: ``"[]"`` when no call had a route (math rows, the local backend)."""
+        return json.dumps(self.calls)
+
+
 def _column(record: Mapping[str, Any], field: str) -> Sequence[Any]:
     value = record.get(field)
     return () if value is None else value
+
+
+def _calls(record: Mapping[str, Any]) -> list[tuple[str, float, Sequence[str]]]:
+    """(server, latency, failed attempts) of every routed call of one trajectory: its tool calls, then its grade's."""
+    servers = _column(record, names.FIELD_SANDBOX_SERVERS)
+    latencies = _column(record, names.FIELD_SANDBOX_LATENCY_S)
+    out = [(str(url), float(latency), ()) for url, latency in zip(servers, latencies, strict=True)]
+    out.append(("", 0.0, [str(url) for url in _column(record, names.FIELD_SANDBOX_FAILED)]))
+    for call in json.loads(record.get(names.FIELD_REWARD_SANDBOX_ROUTES) or "[]"):
+        out.append((str(call[SERVER] or ""), float(call[LATENCY_S]), [str(url) for url in call[FAILED]]))
+    return out
 
 
 def server_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -69,13 +118,13 @@ def server_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     failures: Counter[str] = Counter()
     latencies: dict[str, list[float]] = defaultdict(list)
     for record in records:
-        servers = _column(record, names.FIELD_SANDBOX_SERVERS)
-        for url, latency in zip(servers, _column(record, names.FIELD_SANDBOX_LATENCY_S), strict=True):
-            key = server_key(str(url))
-            calls[key] += 1
-            latencies[key].append(float(latency))
-        for url in _column(record, names.FIELD_SANDBOX_FAILED):
-            failures[server_key(str(url))] += 1
+        for url, latency, failed in _calls(record):
+            if url:
+                key = server_key(url)
+                calls[key] += 1
+                latencies[key].append(latency)
+            for failed_url in failed:
+                failures[server_key(failed_url)] += 1
     out: dict[str, float] = {}
     for key in sorted(calls.keys() | failures.keys()):
         out[f"{PREFIX}/{key}/calls"] = float(calls[key])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -78,18 +77,14 @@ class SubprocessSandbox(Sandbox):
             scratch = tempfile.mkdtemp(prefix="agentrl-sbx-")
             try:
                 write_scratch(scratch, code, files)
-                limits = _rlimits(timeout_s, memory_mb)
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-I",
-                    SCRIPT_NAME,
+                    *launch_command(timeout_s, memory_mb),
                     cwd=scratch,
                     env=child_env(scratch),
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
                     start_new_session=True,
-                    preexec_fn=lambda: _apply(limits),
                 )
                 cap = await communicate_capped(
                     proc, stdin.encode() if stdin else None, timeout_s, self.max_output_bytes
@@ -108,16 +103,18 @@ class SubprocessSandbox(Sandbox):
         )
 
 
-def _rlimits(timeout_s: float, memory_mb: int) -> list[tuple[int, int]]:
-    cpu = int(timeout_s) + 1
-    return [
-        (resource.RLIMIT_AS, memory_mb << 20),
-        (resource.RLIMIT_CPU, cpu),
-        (resource.RLIMIT_FSIZE, 64 << 20),
-        (resource.RLIMIT_CORE, 0),
-    ]
+# Sets the limits in the child, then execs the program. A ``preexec_fn`` would do the same from inside fork(), which
+# Python documents as unsafe in a threaded parent: the child can deadlock before exec (a run that never starts).
+_LAUNCHER = (
+    "import os, resource, sys\n"
+    "for which, value in zip((resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE, resource.RLIMIT_CORE),"
+    " map(int, sys.argv[1:5])):\n"
+    "    resource.setrlimit(which, (value, value))\n"
+    f"os.execv(sys.executable, [sys.executable, '-I', {SCRIPT_NAME!r}])\n"
+)
 
 
-def _apply(limits: list[tuple[int, int]]) -> None:
-    for which, value in limits:
-        resource.setrlimit(which, (value, value))
+def launch_command(timeout_s: float, memory_mb: int) -> list[str]:
+    """argv that applies the run's rlimits (address space, CPU seconds, file size, no core) and then runs main.py."""
+    limits = (memory_mb << 20, int(timeout_s) + 1, 64 << 20, 0)
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, *map(str, limits)]
