@@ -12,6 +12,9 @@ STAMP := $(VENV)/.install-stamp
 APT_PACKAGES := bubblewrap python3
 TORCH_PIN := torch==2.13.0
 PYTEST_ARGS ?=
+# Two pytest-xdist workers, one test file each at a time, long files first (tests/conftest.py): the trainer tests
+# spend much of their wall time waiting on Ray and verl start-up. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: help install venv sandbox-env system-deps test lint format
 
@@ -43,7 +46,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install  ## run the whole CPU test suite
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: install  ## ruff check + format check
 	$(VENV)/bin/ruff check .

@@ -13,7 +13,23 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
+# The files that start verl's trainers or other long runs, longest first: `make test` runs two xdist workers, one file
+# at a time each (--dist loadfile --no-loadscope-reorder), and a long file left for last would run alone. The first
+# needs the session's SFT model (tests/cpu/conftest.py) and builds it; the demo and the upstream check run on the
+# other worker meanwhile, and the RL trainer file then finds the model built.
+LONG_FILES_FIRST = (
+    "tests/cpu/test_async_trainer.py",
+    "tests/demo/test_demo.py",
+    "tests/upstream/test_check.py",
+    "tests/cpu/test_rl_trainer.py",
+    "tests/cpu/test_sft_trainer.py",
+    "tests/tools/test_fusion_protocol.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep order
     import torch
 
     if torch.cuda.is_available():

@@ -90,7 +90,7 @@ def test_async_without_rollout_correction_warns() -> None:
 def test_separate_async_on_cpu_is_one_overlay_and_passes() -> None:
     report = configs.check(CPU, [SEPARATE_CPU])
     assert report.ok, report.format()
-    # the SFT export the CPU preset points at exists only after `make sft-cpu`: on a fresh clone that warning is expected
+    # the SFT export the CPU preset points at exists only after `make sft-cpu`: a fresh clone warns about it
     async_keys = ("algorithm.", "trainer.v1", "actor_rollout_ref")
     assert not [p for p in report.warnings if p.key.startswith(async_keys) and p.key != "actor_rollout_ref.model.path"]
     cfg, _ = configs.compose(CPU, [SEPARATE_CPU])

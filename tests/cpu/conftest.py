@@ -1,10 +1,17 @@
-"""One SFT run of the CPU config per session: its model is what the RL trainer tests start from."""
+"""One SFT run of the CPU config per session: its model is what the RL trainer tests start from.
+
+``make test`` runs the suite on two pytest-xdist workers, one test file each at a time (``--dist loadfile``), so two
+trainer files may ask for these fixtures at once: they are built once, under a lock, in a folder the session's
+workers share, and reused by whichever worker comes second.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from trainer_helpers import launch, tail
 
 from agentrl_recipe import cpu_inputs
@@ -12,22 +19,35 @@ from agentrl_recipe import cpu_inputs
 SFT_STEPS = 60  # enough for the tiny model to learn the tool-call format and to end its turns
 
 
+def _shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """``<session temp>/name``, the same folder for every xdist worker of this session (each has its own basetemp)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # .../pytest-N/popen-gwK -> .../pytest-N
+    return root / name
+
+
 @pytest.fixture(scope="session")
 def cpu_inputs_dir(tmp_path_factory: pytest.TempPathFactory, agentrl_cache: Path) -> cpu_inputs.CPUInputs:
     sizes = cpu_inputs.CPUInputSizes(sft_problems=64, rl_problems=32, val_problems=8)
-    return cpu_inputs.prepare(tmp_path_factory.mktemp("cpu_inputs"), sizes)
+    out = _shared_dir(tmp_path_factory, "cpu_inputs")
+    with FileLock(f"{out}.lock"):
+        return cpu_inputs.prepare(out, sizes)  # reuses what another worker built (its inputs.json stamp)
 
 
 @pytest.fixture(scope="session")
 def cpu_sft_run(cpu_inputs_dir: cpu_inputs.CPUInputs, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = tmp_path_factory.mktemp("sft_run")
-    args = [
-        "--model", str(cpu_inputs_dir.model), "--data", str(cpu_inputs_dir.sft),
-        f"trainer.total_training_steps={SFT_STEPS}", f"trainer.save_freq={SFT_STEPS}",
-        f"trainer.default_local_dir={run / 'ckpt'}",
-    ]  # fmt: skip
-    proc = launch("sft", "agentrl_sft_cpu", args, run, timeout=1200)
-    assert proc.returncode == 0, tail(proc)
+    run = _shared_dir(tmp_path_factory, "sft_run")
+    with FileLock(f"{run}.lock"):
+        if not (run / "done").is_file():
+            args = [
+                "--model", str(cpu_inputs_dir.model), "--data", str(cpu_inputs_dir.sft),
+                f"trainer.total_training_steps={SFT_STEPS}", f"trainer.save_freq={SFT_STEPS}",
+                f"trainer.default_local_dir={run / 'ckpt'}",
+            ]  # fmt: skip
+            proc = launch("sft", "agentrl_sft_cpu", args, run, timeout=1200)
+            assert proc.returncode == 0, tail(proc)
+            (run / "done").touch()
     return run
 
 

@@ -103,9 +103,12 @@ def test_plugin_metrics_reach_verls_tracker(two_node_run: Path) -> None:
         assert key in step
 
 
-def test_the_update_is_real_and_the_replica_serves_it(two_node_run: Path) -> None:
+def test_the_update_is_real_and_the_replica_serves_it(killed_and_resumed: tuple[Path, Path]) -> None:
+    two_node_run, resumed = killed_and_resumed
     steps = metrics(two_node_run)
-    assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in steps.values()), steps
+    # a step whose kept trajectories all have zero advantage (uniform groups) has no gradient: any of the three counts
+    every_step = [*steps.values(), *metrics(resumed).values()]
+    assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in every_step), every_step
     # Step 2 rolled out after step 1's update: the replica's sampling log-probs equal the actor's recomputation
     # only if it serves the updated weights (fp32 on both sides).
     assert steps[2]["training/rollout_probs_diff_max"] < 1e-3, steps[2]["training/rollout_probs_diff_max"]

@@ -18,6 +18,7 @@ import pytest
 from sandbox_test_helpers import children, rss_kb
 
 from agentrl_recipe.config import SandboxConfig
+from agentrl_recipe.tools import sandbox as sandbox_package
 from agentrl_recipe.tools.sandbox import STATUSES, ExecResult, SandboxError, get_sandbox, health_check
 from agentrl_recipe.tools.sandbox.local import LocalSandbox
 from agentrl_recipe.tools.sandbox.types import check_files, classify
@@ -116,7 +117,14 @@ def test_sync_and_async_from_many_threads_and_loops(pool):
     assert sorted(out, key=int) == ["0", "1", "2", "3", "100", "101", "102", "103"]
 
 
-def test_local_backend_fails_closed_without_bubblewrap(monkeypatch, tmp_path):
+@pytest.fixture
+def fresh_instances(monkeypatch):
+    """get_sandbox's process-wide registry, empty for this test: an instance another test (or the demo, run in this
+    process) left behind for the same config must not answer for it."""
+    monkeypatch.setattr(sandbox_package, "_instances", {})
+
+
+def test_local_backend_fails_closed_without_bubblewrap(monkeypatch, tmp_path, fresh_instances):
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap anywhere
     with pytest.raises(SandboxError, match="make install"):
         LocalSandbox(SandboxConfig(backend="local"))
@@ -199,7 +207,7 @@ def test_cli_serve_speaks_run_code():
         proc.wait(timeout=30)
 
 
-def test_forked_child_gets_its_own_sandbox():
+def test_forked_child_gets_its_own_sandbox(fresh_instances):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         parent_sb = get_sandbox(SandboxConfig(backend="subprocess"))
