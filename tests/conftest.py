@@ -13,23 +13,27 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
-# The files that start verl's trainers or other long runs, longest first: `make test` runs two xdist workers, one file
-# at a time each (--dist loadfile --no-loadscope-reorder), and a long file left for last would run alone. The first
-# needs the session's SFT model (tests/cpu/conftest.py) and builds it; the demo and the upstream check run on the
-# other worker meanwhile, and the RL trainer file then finds the model built.
+# `make test` runs two pytest-xdist workers (--dist loadgroup). Every file marked `ray` starts Ray clusters (in this
+# process or through verl's trainers); two clusters at once on one machine fight over fixed ports (a raylet's agent
+# exits and takes the raylet with it), so those files form one group that one worker runs in turn, while the other
+# worker takes the remaining files one by one. Long files first, so none of them is left to run alone at the end.
 LONG_FILES_FIRST = (
     "tests/cpu/test_async_trainer.py",
     "tests/demo/test_demo.py",
-    "tests/upstream/test_check.py",
     "tests/cpu/test_rl_trainer.py",
+    "tests/upstream/test_check.py",
     "tests/cpu/test_sft_trainer.py",
     "tests/tools/test_fusion_protocol.py",
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep order
+    for item in items:
+        group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
     import torch
 
     if torch.cuda.is_available():

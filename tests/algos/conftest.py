@@ -18,7 +18,7 @@ def actor_config():
     return make
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # Ray must be down when the file ends: the next `ray` file may be on another worker
 def transfer_queue():
     """verl's v1 trainer stores trajectories in TransferQueue; start a real one (1 storage unit) on local Ray."""
     import ray

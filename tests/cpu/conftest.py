@@ -7,11 +7,11 @@ workers share, and reused by whichever worker comes second.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
+from shared_session import shared_dir
 from trainer_helpers import launch, tail
 
 from agentrl_recipe import cpu_inputs
@@ -19,25 +19,17 @@ from agentrl_recipe import cpu_inputs
 SFT_STEPS = 60  # enough for the tiny model to learn the tool-call format and to end its turns
 
 
-def _shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
-    """``<session temp>/name``, the same folder for every xdist worker of this session (each has its own basetemp)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # .../pytest-N/popen-gwK -> .../pytest-N
-    return root / name
-
-
 @pytest.fixture(scope="session")
 def cpu_inputs_dir(tmp_path_factory: pytest.TempPathFactory, agentrl_cache: Path) -> cpu_inputs.CPUInputs:
     sizes = cpu_inputs.CPUInputSizes(sft_problems=64, rl_problems=32, val_problems=8)
-    out = _shared_dir(tmp_path_factory, "cpu_inputs")
+    out = shared_dir(tmp_path_factory, "cpu_inputs")
     with FileLock(f"{out}.lock"):
         return cpu_inputs.prepare(out, sizes)  # reuses what another worker built (its inputs.json stamp)
 
 
 @pytest.fixture(scope="session")
 def cpu_sft_run(cpu_inputs_dir: cpu_inputs.CPUInputs, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = _shared_dir(tmp_path_factory, "sft_run")
+    run = shared_dir(tmp_path_factory, "sft_run")
     with FileLock(f"{run}.lock"):
         if not (run / "done").is_file():
             args = [
