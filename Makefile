@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install  ## run the whole CPU test suite
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: install  ## ruff check + format check
 	$(VENV)/bin/ruff check .

@@ -27,8 +27,6 @@ from verl.workers.rollout.router import get_router_handle
 
 from agentrl_recipe.rollout import Rollout
 
-pytestmark = pytest.mark.ray  # starts Ray: runs on the xdist worker that runs every such file (tests/conftest.py)
-
 HERE = Path(__file__).resolve().parent
 TOOL_SECONDS = 3.0  # the first call sleeps this long in the sandbox: the first weight update lands meanwhile
 TOKEN_DELAY_S = 0.05

@@ -10,8 +10,6 @@ from test_sampler import B, N, ScriptedRollout, make_buffer  # the scripted roll
 from agentrl_recipe import names
 from agentrl_recipe.algos.infra_guard import InfraFailureRateExceeded, InfraGuard, InfraGuardConfig
 
-pytestmark = pytest.mark.ray  # starts Ray: runs on the xdist worker that runs every such file (tests/conftest.py)
-
 FAILED = {names.FIELD_TOOL_INFRA_FAILURE: True}
 GRADER_FAILED = {names.FIELD_GRADER_INFRA_FAILURE: True}
 

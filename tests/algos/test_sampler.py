@@ -16,8 +16,6 @@ import torch
 
 from agentrl_recipe import names
 
-pytestmark = pytest.mark.ray  # starts Ray: runs on the xdist worker that runs every such file (tests/conftest.py)
-
 N = 2  # rollout.n
 B = 4  # train_batch_size (prompts)
 MAX_LEN = 8

@@ -15,7 +15,7 @@ from trainer_helpers import launch, metrics, tail
 
 from agentrl_recipe import names, trace
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(3000)]  # the first test pays for the runs
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
 STEPS = 3
 

@@ -25,7 +25,7 @@ from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, s
 from agentrl_recipe import configs, names, trace
 from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(3000)]  # the first test pays for the runs
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
 DATA_SOURCE = "agentrl_demo_arith"
 PLUGIN_COMPONENTS = {

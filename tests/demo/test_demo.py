@@ -15,7 +15,7 @@ import pytest
 
 from agentrl_recipe import demo, names, trace
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(3000)]  # the first test pays for the runs
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
 # The tool is not among them: the 2-step SFT model of --fast makes no tool calls (tests/cpu checks the tool in Ray).
 IN_RAY_WORKERS = {

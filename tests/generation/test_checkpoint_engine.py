@@ -22,8 +22,6 @@ from verl.checkpoint_engine import CheckpointEngineRegistry
 from agentrl_recipe import names
 from agentrl_recipe.generation.checkpoint_engine import RayObjectStoreCheckpointEngine
 
-pytestmark = pytest.mark.ray  # starts Ray: runs on the xdist worker that runs every such file (tests/conftest.py)
-
 HERE = Path(__file__).resolve().parent
 BUCKET = 256  # bytes: the weights below need several buckets, and one tensor spans two
 

@@ -24,8 +24,6 @@ from agentrl_recipe import names
 from agentrl_recipe.generation.hf_rollout import HFServerAdapter, drain_weights, server_name
 from agentrl_recipe.rollout import compose_config
 
-pytestmark = pytest.mark.ray  # starts Ray: runs on the xdist worker that runs every such file (tests/conftest.py)
-
 HERE = Path(__file__).resolve().parent
 PROMPT = [5, 17, 42, 99, 7, 311, 12]
 TEMPERATURE = 0.7

@@ -93,7 +93,6 @@ def test_plugin_opt_out_env_var_disables_registration() -> None:
     assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, False)
 
 
-@pytest.mark.ray  # starts Ray: runs on the xdist worker that runs every such test (tests/conftest.py)
 def test_names_are_registered_inside_a_ray_worker() -> None:
     code = REGISTRY_PROBE + textwrap.dedent(
         """

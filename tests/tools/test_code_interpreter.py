@@ -167,7 +167,6 @@ def test_format_result():
     assert format_result(ExecResult("timeout"), 30, 2048) == "Execution timed out after 30 seconds."
 
 
-@pytest.mark.ray  # starts Ray: runs on the xdist worker that runs every such test (tests/conftest.py)
 def test_global_limit_spans_workers_through_one_ray_actor():
     ray = pytest.importorskip("ray")
     from agentrl_recipe.tools.rate_limit import GlobalLimiter
