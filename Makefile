@@ -12,8 +12,8 @@ STAMP := $(VENV)/.install-stamp
 APT_PACKAGES := bubblewrap python3
 TORCH_PIN := torch==2.13.0
 PYTEST_ARGS ?=
-# Two pytest-xdist workers: one runs the files that start Ray (they cannot overlap), the other the rest, a file at a
-# time (tests/conftest.py). The trainer tests spend much of their wall time waiting on start-up, not on the CPU.
+# Two pytest-xdist workers, a whole file at a time each, long files first (tests/conftest.py): the trainer tests
+# spend much of their wall time waiting on start-up, not on the CPU.
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install  ## run the whole CPU test suite
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: install  ## ruff check + format check
 	$(VENV)/bin/ruff check .

@@ -18,7 +18,7 @@ def actor_config():
     return make
 
 
-@pytest.fixture(scope="module")  # Ray down when the file ends: the next Ray test may start its own (tests/conftest.py)
+@pytest.fixture(scope="module")  # Ray down when the file ends: this worker's next file may start its own
 def transfer_queue():
     """verl's v1 trainer stores trajectories in TransferQueue; start a real one (1 storage unit) on local Ray."""
     import ray

@@ -53,6 +53,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _agent_ports() -> list[str]:
+    """A node's agents on ports of their own: by default every raylet's dashboard agent takes 52365, and one that
+    cannot bind exits and takes its raylet with it (the second node, or a cluster another test left shutting down)."""
+    agents = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port")
+    return [f"--{name}={_free_port()}" for name in (*agents, "metrics-export-port")]
+
+
 @pytest.fixture(scope="module")
 def two_node_cluster(tmp_path_factory: pytest.TempPathFactory):
     """A Ray head (no logical GPU) and a second raylet holding the one logical GPU: the actor must run there."""
@@ -62,12 +69,14 @@ def two_node_cluster(tmp_path_factory: pytest.TempPathFactory):
     address = f"127.0.0.1:{_free_port()}"
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     head = [ray_bin, "start", "--head", f"--port={address.split(':')[1]}", "--num-cpus=6", "--num-gpus=0",
-            f"--temp-dir={temp}", "--include-dashboard=false", *common]  # fmt: skip
+            f"--temp-dir={temp}", "--include-dashboard=false", f"--ray-client-server-port={_free_port()}",
+            *common, *_agent_ports()]  # fmt: skip
     # 6 CPUs: the actor bundle (1 logical GPU + 3 CPUs, STRICT_PACK) must fit even when other actors land here.
-    worker = [ray_bin, "start", f"--address={address}", "--num-cpus=6", "--num-gpus=1", *common]
+    worker = [ray_bin, "start", f"--address={address}", "--num-cpus=6", "--num-gpus=1", *common, *_agent_ports()]
     try:
-        subprocess.run(head, env=env, check=True, capture_output=True, timeout=120)
-        subprocess.run(worker, env=env, check=True, capture_output=True, timeout=120)
+        for command in (head, worker):
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
         yield address
     finally:
         stop_processes_mentioning(temp)  # this cluster only (`ray stop` would stop every Ray on the machine)
