@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,9 +63,11 @@ def _agent_ports() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_node_cluster(tmp_path_factory: pytest.TempPathFactory):
+def two_node_cluster():
     """A Ray head (no logical GPU) and a second raylet holding the one logical GPU: the actor must run there."""
-    temp = str(tmp_path_factory.mktemp("ray"))
+    # A short temp dir: Ray's unix sockets live under it, and AF_UNIX paths stop at 107 bytes. Under pytest's basetemp
+    # (plus xdist's popen-gwN/) the second node's socket paths ran past that and its `ray start` failed.
+    temp = tempfile.mkdtemp(prefix="agentrl-ray-")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     ray_bin = str(Path(sys.executable).parent / "ray")
     address = f"127.0.0.1:{_free_port()}"
@@ -80,6 +84,7 @@ def two_node_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield address
     finally:
         stop_processes_mentioning(temp)  # this cluster only (`ray stop` would stop every Ray on the machine)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_verl_prints_its_own_step_logs(two_node_run: Path) -> None:
