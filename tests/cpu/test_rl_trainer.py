@@ -56,8 +56,8 @@ def _free_port() -> int:
 
 
 def _agent_ports() -> list[str]:
-    """A node's agents on ports of their own: by default every raylet's dashboard agent takes 52365, and one that
-    cannot bind exits and takes its raylet with it (the second node, or a cluster another test left shutting down)."""
+    """A node's agents on free ports of their own, not the fixed defaults (the dashboard agent's is 52365): two raylets
+    of this test, and other tests' clusters on the other xdist worker, share one machine."""
     agents = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port")
     return [f"--{name}={_free_port()}" for name in (*agents, "metrics-export-port")]
 
