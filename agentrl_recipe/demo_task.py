@@ -103,8 +103,7 @@ def make_splits(
     if n_eval > n_eval_keys:
         raise ValueError(f"n_eval={n_eval} > {n_eval_keys} distinct held-out problems")
     eval_keys, train_keys = keys[:n_eval_keys], keys[n_eval_keys:]
-    names_rng = random.Random(f"held-out-{seed}")  # its own stream: the training draws do not depend on n_eval
-    held_out = [_problem(*k, names_rng.choice(NAMES)) for k in eval_keys[:n_eval]]
+    held_out = [_problem(*k, rng.choice(NAMES)) for k in eval_keys[:n_eval]]
     train = []
     for _ in range(n_train):
         key, name = rng.choice(train_keys), rng.choice(NAMES)
