@@ -27,9 +27,9 @@ install: system-deps venv sandbox-env  ## everything: system packages, .venv, th
 venv: $(STAMP)  ## .venv with the package and its test extra only (no apt, no sandbox): what sft/rl/preflight need
 
 # The sandbox's own pinned packages (numpy, scipy, sympy, pandas, …) for Debian's /usr/bin/python3, whatever Python
-# .venv runs: agentrl_recipe/tools/sandbox/runtime_requirements.txt → .venv/agentrl-sandbox (instant when up to date).
+# .venv runs: agentrl_recipe/core/tools/sandbox/runtime_requirements.txt → .venv/agentrl-sandbox (instant when up to date).
 sandbox-env: system-deps venv  ## build the sandbox's Python packages (local backend)
-	$(PY) -m agentrl_recipe.tools.sandbox.runtime_env build
+	$(PY) -m agentrl_recipe.core.tools.sandbox.runtime_env build
 
 system-deps:
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
@@ -63,7 +63,7 @@ format: install
 upstream-check: install  ## each upstream/NNNN-*.patch applies to verl 0.9.1; its test fails before, passes after
 	$(PY) upstream/check.py
 
-# --- the CPU demo (agentrl_recipe/demo.py): tiny model, verl's own SFT trainer and main_ppo on CPU; < 10 min on 2 cores.
+# --- the CPU demo (demo/demo.py): tiny model, verl's own SFT trainer and main_ppo on CPU; < 10 min on 2 cores.
 DEMO_OUT ?= demo_out
 DEMO_STEPS ?=
 DEMO_ARGS ?=
@@ -71,7 +71,7 @@ DEMO_ARGS ?=
 demo: install  ## the whole recipe end to end on CPU → $(DEMO_OUT)/ [DEMO_STEPS=n] [DEMO_ARGS="--fast --seed 1"]
 	$(VENV)/bin/agentrl-recipe demo --out $(DEMO_OUT) $(if $(DEMO_STEPS),--steps $(DEMO_STEPS)) $(DEMO_ARGS)
 
-# --- evaluation (agentrl_recipe/eval): the paper's protocol unless ARGS changes it; rerun with the same OUT to resume.
+# --- evaluation (agentrl_recipe/harness/eval): the paper's protocol unless ARGS changes it; rerun with the same OUT to resume.
 .PHONY: eval
 eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the paper's protocol [OUT=run dir] [ARGS=flags]
 	@if [ -z "$(MODEL)" ] || [ -z "$(DATA)" ]; then \
@@ -79,7 +79,7 @@ eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the p
 	  exit 2; fi
 	$(VENV)/bin/agentrl-recipe eval run --model $(MODEL) --data $(DATA) $(if $(OUT),--out $(OUT)) $(ARGS)
 
-# --- data prep (data_prep/, `agentrl-recipe data <cmd>`): outputs under DATA_DIR; reruns skip finished work, a killed
+# --- data prep (agentrl_recipe/harness/data/, `agentrl-recipe data <cmd>`): outputs under DATA_DIR; reruns skip finished work, a killed
 # run resumes. Hub sources are the paper's; GPQA is gated on the hub (accept its terms, `huggingface-cli login`).
 DATA_DIR ?= data
 AGENTRL := $(VENV)/bin/agentrl-recipe
@@ -127,7 +127,7 @@ data-fixtures: install  ## eval, RL mix, SFT convert + synthesize on the tests/d
 	$(AGENTRL) data sft convert $(TESTDATA)/open_agentrl_sft_3k.jsonl --out runs/data_fixtures/sft/train.parquet
 	$(AGENTRL) data sft synthesize $(TESTDATA)/retool_sft.jsonl --out runs/data_fixtures/sft/retool_synthetic.parquet
 
-# --- training (agentrl_recipe/launch.py): verl's SFT trainer under torchrun, verl's main_ppo for RL, with a shipped
+# --- training (agentrl_recipe/cli/launch.py): verl's SFT trainer under torchrun, verl's main_ppo for RL, with a shipped
 # config (`make configs` lists them) or a YAML path. Every launch first runs `agentrl-recipe configs check` on the exact
 # overrides it passes. DRY_RUN=1 prints the composed config, the check report and the command, and runs nothing.
 # Multi-node SFT: the same command on every node with MASTER_ADDR=<node 0> [MASTER_PORT]. Multi-node RL: on the head of
@@ -135,7 +135,7 @@ data-fixtures: install  ## eval, RL mix, SFT convert + synthesize on the tests/d
 CONFIG ?=
 NNODES ?=
 GPUS_PER_NODE ?=
-LAUNCH := $(PY) -m agentrl_recipe.launch
+LAUNCH := $(PY) -m agentrl_recipe.cli.launch
 LAUNCH_ARGS = $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL)) $(if $(DATA),--data $(DATA)) \
   $(if $(VAL_DATA),--val-data $(VAL_DATA)) $(if $(NNODES),--nnodes $(NNODES)) \
   $(if $(GPUS_PER_NODE),--gpus-per-node $(GPUS_PER_NODE)) $(if $(TORCHRUN_ARGS),--torchrun-args='$(TORCHRUN_ARGS)') \

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from agentrl_recipe.demo import DemoSettings, run_demo
+from demo.demo import DemoSettings, run_demo
 
 
 def row(seed: int, result: dict) -> dict:

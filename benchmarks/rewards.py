@@ -24,9 +24,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agentrl_recipe.config import SandboxConfig
-from agentrl_recipe.rewards import scoring
-from agentrl_recipe.rewards.code_grading import CodeTests, agrade_program
+from agentrl_recipe.core.config import SandboxConfig
+from agentrl_recipe.core.rewards import scoring
+from agentrl_recipe.core.rewards.code_grading import CodeTests, agrade_program
 
 
 def pin_to_one_core() -> str:
@@ -93,7 +93,7 @@ def code_tests(n_tests: int, seed: int) -> CodeTests:
 
 
 async def bench_code(n_programs: int, n_tests: int, cfg: SandboxConfig, concurrency: int) -> dict:
-    from agentrl_recipe.tools.sandbox import get_sandbox
+    from agentrl_recipe.core.tools.sandbox import get_sandbox
 
     sandbox = get_sandbox(cfg)
     jobs = [(PROGRAMS[i % len(PROGRAMS)], code_tests(n_tests, i)) for i in range(n_programs)]

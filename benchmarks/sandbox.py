@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/sandbox.py --no-baseline        # the pool only (the cold baseline takes minutes)
 
 For each backend: latency p50/p99 one call at a time, and calls/s with ``--concurrency`` calls in flight (default: the
-CPU count). The baseline (``agentrl_recipe.tools.sandbox.bwrap.main_cold_run``) starts a new ``bwrap`` +
+CPU count). The baseline (``agentrl_recipe.core.tools.sandbox.bwrap.main_cold_run``) starts a new ``bwrap`` +
 ``/usr/bin/python3`` per call with exactly the pool's namespaces, rlimits and seccomp filter, and nothing preloaded.
 Goals on 2 cores: pool >= 5x the baseline's calls/s, pool p50 <= 10 ms (issue 4); >= 150 trivial calls/s (issue 20).
 
@@ -35,10 +35,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agentrl_recipe.config import SandboxConfig
-from agentrl_recipe.tools.sandbox.bench_calls import WORKLOADS, run_calls, summarize
-from agentrl_recipe.tools.sandbox.bwrap import main_cold_run
-from agentrl_recipe.tools.sandbox.local import LocalSandbox
+from agentrl_recipe.core.config import SandboxConfig
+from agentrl_recipe.core.tools.sandbox.bench_calls import WORKLOADS, run_calls, summarize
+from agentrl_recipe.core.tools.sandbox.bwrap import main_cold_run
+from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
 
 GOAL_CALLS_PER_S = 150.0
 GOAL_CORES = 2

@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 from statistics import mean
 
-from agentrl_recipe.eval.dump import atomic_write_json
+from agentrl_recipe.harness.eval.dump import atomic_write_json
 
 REPO = Path(__file__).resolve().parents[1]
 SFT_EXPORT = REPO / "outputs/cpu/sft_checkpoints/global_step_150/huggingface"
 
 
 def _launch(stage: str, config: str, args: list[str], env: dict[str, str]) -> float:
-    command = [sys.executable, "-m", "agentrl_recipe.launch", stage, "--config", config, *args]
+    command = [sys.executable, "-m", "agentrl_recipe.cli.launch", stage, "--config", config, *args]
     started = time.monotonic()
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:

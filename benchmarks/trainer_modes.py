@@ -66,7 +66,8 @@ def run_mode(mode: str, args: argparse.Namespace, tool_yaml: Path, work: Path) -
         }
     )
     command = [
-        sys.executable, "-m", "agentrl_recipe.launch", "rl", "--config", "agentrl_rl_cpu", "--model", str(args.model),
+        sys.executable, "-m", "agentrl_recipe.cli.launch", "rl", "--config", "agentrl_rl_cpu",
+        "--model", str(args.model),
         *MODES[mode], f"trainer.total_training_steps={args.steps}", "trainer.save_freq=-1",
         f"trainer.default_local_dir={run / 'ckpt'}", "data.shuffle=false",
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tool_yaml}",

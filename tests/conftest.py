@@ -16,12 +16,12 @@ def pytest_configure(config: pytest.Config) -> None:
 # `make test` runs two pytest-xdist workers, a whole file at a time each (--dist loadfile: a file's module fixtures,
 # e.g. a trainer run, happen once). Long files first, so that none of them is left to run alone at the end.
 LONG_FILES_FIRST = (
-    "tests/cpu/test_async_trainer.py",
+    "tests/integration/test_async_trainer.py",
     "tests/demo/test_demo.py",
-    "tests/cpu/test_rl_trainer.py",
+    "tests/integration/test_rl_trainer.py",
     "tests/upstream/test_check.py",
-    "tests/cpu/test_sft_trainer.py",
-    "tests/tools/test_fusion_protocol.py",
+    "tests/integration/test_sft_trainer.py",
+    "tests/core/tools/test_fusion_protocol.py",
 )
 
 
@@ -49,7 +49,7 @@ def agentrl_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(agentrl_cache: Path) -> Path:
     """Directory with the tiny Qwen2 model, tokenizer and hermes chat template (built offline, ~5 s, once)."""
-    from agentrl_recipe.tiny_model import get_tiny_model_dir
+    from agentrl_recipe.harness.tiny_model import get_tiny_model_dir
 
     return get_tiny_model_dir()
 

@@ -2,7 +2,7 @@
 
 Asserted from the run's own outputs only: the trainers' file-logger metrics and logs, the component markers the
 plugin writes in the processes it runs in (``AGENTRL_TRACE_DIR``), the checkpoints' Hugging Face exports and the
-eval harness's reports. tests/cpu checks the trainers in depth; this checks the demo's wiring and outputs.
+eval harness's reports. tests/integration checks the trainers in depth; this checks the demo's wiring and outputs.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from agentrl_recipe import demo, names, trace
+from agentrl_recipe.core import names, trace
+from demo import demo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
-# The tool is not among them: the 2-step SFT model of --fast makes no tool calls (tests/cpu checks the tool in Ray).
+# The tool is not among them: the 2-step SFT model of --fast makes no tool calls (tests/integration checks it in Ray).
 IN_RAY_WORKERS = {
     names.AGENT_LOOP,
     names.REWARD_MANAGER,

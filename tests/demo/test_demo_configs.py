@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from agentrl_recipe import configs
+from agentrl_recipe.cli import configs
 
 SFT_DELTAS = {
     "data.train_files", "data.micro_batch_size_per_gpu", "model.path", "trainer.default_local_dir",

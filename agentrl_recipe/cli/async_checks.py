@@ -1,0 +1,216 @@
+"""`configs check` rules for verl 0.9.1's v1 trainer modes and rollout correction (what would fail late or silently).
+
+verl builds an async trainer from ``trainer.v1.trainer_mode`` (``sync`` / ``colocate_async`` / ``separate_async``,
+``verl/trainer/ppo/v1/trainer_{sync,colocate_async,separate_async}.py``) and asserts most of its preconditions
+only after the Ray cluster, TransferQueue and the workers are up — or never: a sync replay buffer in an async mode,
+IS weights without rollout log-probs, or a dynamic-sampling cap in async mode are accepted and do nothing. These
+rules catch them before launch; :func:`check` returns ``(errors, warnings)`` as ``(key, message)`` pairs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from agentrl_recipe.core import names
+from agentrl_recipe.core.algos.sampler import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
+
+ASYNC_MODES = ("colocate_async", "separate_async")
+Finding = tuple[str, str]
+_V1 = "trainer.v1"
+_RC = "algorithm.rollout_correction"
+_ARR = "actor_rollout_ref"
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    value = OmegaConf.select(cfg, key, default=default, throw_on_missing=False)
+    return default if value is None else value
+
+
+def check(cfg: Any) -> tuple[list[Finding], list[Finding]]:
+    """Errors and warnings of the trainer mode, the replay buffer it needs and ``algorithm.rollout_correction``."""
+    errors: list[Finding] = []
+    warnings: list[Finding] = []
+    mode = _get(cfg, f"{_V1}.trainer_mode", "sync")
+    errors += _sampler_class(cfg, mode)
+    errors += _rollout_correction(cfg)
+    if mode not in ASYNC_MODES:
+        return errors, warnings
+    if not _get(cfg, "trainer.use_v1", True):
+        errors.append(("trainer.use_v1", f"trainer_mode={mode} exists only in verl's v1 trainer (use_v1=true)"))
+    errors += _dynamic_sampling(cfg, mode)
+    errors += _staleness(cfg)
+    if _get(cfg, f"{_RC}.rollout_is") is None:
+        warnings.append(
+            (
+                f"{_RC}.rollout_is",
+                f"trainer_mode={mode} trains on tokens sampled by older weights and nothing reweights them; "
+                "set rollout_is: token (and rollout_is_threshold) as recipe/async/*.yaml do",
+            )
+        )
+    if mode == "colocate_async":
+        if not _get(cfg, f"{_ARR}.hybrid_engine", True):
+            errors.append((f"{_ARR}.hybrid_engine", "colocate_async shares the actor's GPUs: it needs true"))
+    else:
+        separate_errors, separate_warnings = _separate(cfg)
+        errors += separate_errors
+        warnings += separate_warnings
+    return errors, warnings
+
+
+def _sampler_class(cfg: Any, mode: str) -> list[Finding]:
+    """The plugin's sync buffer in an async mode (or the reverse) runs the wrong sampling policy without a word."""
+    custom = _get(cfg, f"{_V1}.sampler.custom_sampler", {}) or {}
+    if custom.get("path") != SAMPLER_PATH or custom.get("name") not in (SYNC_SAMPLER, ASYNC_SAMPLER):
+        return []
+    expected = ASYNC_SAMPLER if mode in ASYNC_MODES else SYNC_SAMPLER
+    if custom.get("name") == expected:
+        return []
+    return [
+        (
+            f"{_V1}.sampler.custom_sampler.name",
+            f"trainer_mode={mode} needs {expected} (got {custom.get('name')}): verl instantiates the named class as "
+            "is, and the other one samples with the other mode's policy (staleness, refills)",
+        )
+    ]
+
+
+def _dynamic_sampling(cfg: Any, mode: str) -> list[Finding]:
+    groups = _get(cfg, "algorithm.filter_groups", {}) or {}
+    if not groups.get("enable", False) or not groups.get("max_num_gen_batches", 0):
+        return []
+    return [
+        (
+            "algorithm.filter_groups.max_num_gen_batches",
+            f"DAPO's cap on generation batches is sync-only; in trainer_mode={mode} verl's async buffer replaces each "
+            "zero-variance group with one fresh prompt from the rolling warm-up window, so there is no per-step batch "
+            "count to cap. Set it to 0 (no cap), or train with trainer_mode=sync",
+        )
+    ]
+
+
+def _staleness(cfg: Any) -> list[Finding]:
+    sampler = f"{_V1}.sampler"
+    threshold = _get(cfg, f"{sampler}.max_off_policy_threshold")
+    if threshold is None:
+        return [
+            (
+                f"{sampler}.max_off_policy_threshold",
+                "null leaves staleness unbounded (a trajectory may be trained any number of versions late); set a "
+                "bound (recipe/async/*.yaml use 2: one step off-policy)",
+            )
+        ]
+    if not isinstance(threshold, int) or threshold < 1:
+        return [(f"{sampler}.max_off_policy_threshold", f"must be an integer ≥ 1, got {threshold!r}")]
+    strategy = _get(cfg, f"{sampler}.max_off_policy_strategy", "drop")
+    if strategy not in ("drop", "wait"):
+        return [(f"{sampler}.max_off_policy_strategy", f"must be drop or wait, got {strategy!r}")]
+    return []
+
+
+def _rollout_correction(cfg: Any) -> list[Finding]:
+    """IS / RS settings that verl's v1 trainer would skip without a word."""
+    rollout_is, rollout_rs = _get(cfg, f"{_RC}.rollout_is"), _get(cfg, f"{_RC}.rollout_rs")
+    if rollout_is is None and rollout_rs is None:
+        return []
+    errors: list[Finding] = []
+    if rollout_is is not None and rollout_is not in ("token", "sequence"):
+        errors.append((f"{_RC}.rollout_is", f"must be token, sequence or null, got {rollout_is!r}"))
+    if not _get(cfg, f"{_ARR}.rollout.calculate_log_probs", False):
+        errors.append(
+            (
+                f"{_ARR}.rollout.calculate_log_probs",
+                "rollout correction needs the rollout's log-probs (true); without them verl skips the IS weights and "
+                "rejection sampling silently (trainer_base._compute_advantage)",
+            )
+        )
+    if _get(cfg, f"{_RC}.bypass_mode", False):
+        errors.append(
+            (
+                f"{_RC}.bypass_mode",
+                "verl's v1 trainer computes no IS weights or rejection mask in bypass mode (it only copies the rollout "
+                "log-probs to old_log_probs); use bypass_mode: false (decoupled) for rollout_is / rollout_rs",
+            )
+        )
+    return errors
+
+
+def _separate(cfg: Any) -> tuple[list[Finding], list[Finding]]:
+    """verl's PPOTrainerSeparateAsync.__init__ assertions, checked before the cluster is up."""
+    errors: list[Finding] = []
+    warnings: list[Finding] = []
+    sync_step = _get(cfg, f"{_V1}.separate_async.parameter_sync_step", 1)
+    batch = _get(cfg, "data.train_batch_size")
+    mini = _get(cfg, f"{_ARR}.actor.ppo_mini_batch_size")
+    if batch is not None and mini is not None and batch != sync_step * mini:
+        errors.append(
+            (
+                f"{_V1}.separate_async.parameter_sync_step",
+                f"separate_async needs train_batch_size ({batch}) = parameter_sync_step ({sync_step}) × "
+                f"ppo_mini_batch_size ({mini})",
+            )
+        )
+    for key in ("nnodes", "n_gpus_per_node"):
+        if not _get(cfg, f"{_ARR}.rollout.{key}", 0):
+            errors.append((f"{_ARR}.rollout.{key}", "separate_async needs a standalone rollout pool (> 0)"))
+    backend_errors, backend_warnings = _weight_transport(cfg)
+    errors += backend_errors + _logical_gpus(cfg)
+    warnings += backend_warnings
+    switch = f"{_V1}.separate_async.hybrid_rollout.enable_switch"
+    if _get(cfg, switch, False) and not _get(cfg, f"{_ARR}.hybrid_engine", True):
+        warnings.append((switch, "ignored by verl with actor_rollout_ref.hybrid_engine=false (no hybrid replicas)"))
+    return errors, warnings
+
+
+def _on_cpu(cfg: Any) -> bool:
+    return _get(cfg, "trainer.device", "cuda") == "cpu"
+
+
+def _weight_transport(cfg: Any) -> tuple[list[Finding], list[Finding]]:
+    """The checkpoint engine must reach another process, and exist on this device."""
+    key = f"{_ARR}.rollout.checkpoint_engine.backend"
+    backend = _get(cfg, key, "naive")
+    if backend == "naive":
+        return [
+            (
+                key,
+                "separate_async sends weights to other processes: naive (in-process) cannot; use nccl on GPUs, "
+                f"{names.CHECKPOINT_ENGINE} on CPU",
+            )
+        ], []
+    if _on_cpu(cfg) and backend != names.CHECKPOINT_ENGINE:
+        return [
+            (
+                key,
+                f"{backend} needs an accelerator (verl 0.9.1's engines to a standalone rollout are GPU-only); on CPU "
+                f"use {names.CHECKPOINT_ENGINE} (+recipe/async=separate_async_cpu)",
+            )
+        ], []
+    if not _on_cpu(cfg) and backend == names.CHECKPOINT_ENGINE:
+        return [], [
+            (
+                key,
+                f"{names.CHECKPOINT_ENGINE} is a CPU/debug backend: every weight goes through host memory and Ray's "
+                "object store; use nccl on GPUs",
+            )
+        ]
+    return [], []
+
+
+def _logical_gpus(cfg: Any) -> list[Finding]:
+    """On CPU, Ray places the trainer and the standalone pool by logical GPUs: too few and the pool never starts."""
+    have = _get(cfg, "ray_kwargs.ray_init.num_gpus")
+    if not _on_cpu(cfg) or have is None:  # None: an existing cluster's own resources (ray.init takes none)
+        return []
+    trainer = _get(cfg, "trainer.nnodes", 1) * _get(cfg, "trainer.n_gpus_per_node", 1)
+    rollout = _get(cfg, f"{_ARR}.rollout.nnodes", 0) * _get(cfg, f"{_ARR}.rollout.n_gpus_per_node", 0)
+    if have >= trainer + rollout:
+        return []
+    return [
+        (
+            "ray_kwargs.ray_init.num_gpus",
+            f"separate_async on CPU places {trainer} trainer + {rollout} rollout processes by logical Ray GPUs; "
+            f"{have} leaves the standalone pool waiting forever: set {trainer + rollout}",
+        )
+    ]

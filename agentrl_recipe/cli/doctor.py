@@ -1,0 +1,248 @@
+"""``agentrl-recipe doctor``: what to run first on a new cluster node.
+
+The check runs in a **fresh subprocess** that does a plain ``import verl`` — exactly what every Ray worker does —
+so it sees what verl's plugin loader really did, not what this process happened to import. It reports the verl
+version, every ``agentrl_`` name as verl's own registries see it, the tool classes our tool YAMLs name, the
+sandbox's own Python packages (numpy, scipy, sympy, pandas, … with their pinned versions), the sandbox backend's
+health (it imports every one of those packages inside the sandbox), and torch / CUDA / vLLM availability. It exits
+non-zero, saying what to fix, when the plugin failed to load, a name is missing, or the sandbox does not work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TOOL_CONFIG_DIR = REPO_ROOT / "verl_configs" / "tools"
+PROBE_TIMEOUT_S = 300
+# Each kind of names.REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name).
+REGISTRIES: dict[str, tuple[str, str]] = {
+    "agent_loop": ("verl.experimental.agent_loop.agent_loop", "_agent_loop_registry"),
+    "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
+    "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
+    "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),
+    "platform": ("verl.plugin.platform", "PlatformRegistry"),
+    "rollout_replica": ("verl.workers.rollout.replica", "RolloutReplicaRegistry"),
+    "checkpoint_engine": ("verl.checkpoint_engine.base", "CheckpointEngineRegistry"),
+}
+
+
+def probe(check_sandbox: bool = True) -> dict[str, Any]:
+    """Runs inside the fresh subprocess: import verl the way workers do, then inspect verl's registries."""
+    import importlib
+    import importlib.metadata as md
+    import logging
+    import time
+    import traceback
+
+    logging.disable(logging.WARNING)  # keep the JSON clean; failures are reported in it
+    report: dict[str, Any] = {"python": sys.version.split()[0], "problems": []}
+    problems: list[str] = report["problems"]
+
+    eps = [ep for ep in md.entry_points(group="verl.plugins") if ep.value.startswith("agentrl_recipe")]
+    report["entry_point"] = eps[0].value if eps else None
+    if not eps:
+        problems.append(
+            "no `verl.plugins` entry point for agentrl_recipe: reinstall with `make install` (pip install -e .)"
+        )
+    report["plugins_policy"] = os.environ.get("VERL_USE_EXTERNAL_PLUGINS", "auto")
+    if report["plugins_policy"].strip().lower() == "none":
+        problems.append("VERL_USE_EXTERNAL_PLUGINS=none disables verl plugins: unset it (or list agentrl_recipe in it)")
+
+    t0 = time.perf_counter()
+    import verl
+
+    report["verl_import_s"] = round(time.perf_counter() - t0, 2)
+    report["verl_version"] = getattr(verl, "__version__", "unknown")
+    if report["verl_version"] != "0.9.1":
+        problems.append(f"verl {report['verl_version']} is installed; agentrl_recipe is built for verl==0.9.1")
+
+    report["plugin_loaded_by_verl"] = "agentrl_recipe.core.plugin" in sys.modules
+    if not report["plugin_loaded_by_verl"]:
+        try:  # verl swallowed the error at DEBUG level; import it ourselves to show why
+            importlib.import_module("agentrl_recipe.core.plugin")
+            report["plugin_error"] = None
+            if report["plugins_policy"] == "auto" and eps:
+                problems.append("verl did not load the plugin although it imports cleanly; check the entry point")
+        except Exception as exc:
+            report["plugin_error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            report["plugin_traceback"] = traceback.format_exc()
+            problems.append(f"the plugin fails to import: {report['plugin_error']} (see plugin_traceback)")
+
+    from agentrl_recipe.core import names
+
+    report["registered"] = registered = {}
+    for kind, name in names.REGISTERED.items():
+        entry = _registry_entry(kind, name)
+        info: dict[str, Any] = {"name": name, "registered": entry is not None}
+        if entry is not None:
+            target = entry["_target_"] if isinstance(entry, dict) else f"{entry.__module__}.{entry.__qualname__}"
+            info["target"] = target
+            try:
+                mod_name, _, obj = target.rpartition(".")
+                getattr(importlib.import_module(mod_name), obj)
+                info["importable"] = True
+            except Exception as exc:
+                info["importable"] = False
+                info["error"] = f"{type(exc).__name__}: {exc}"
+                problems.append(f"{kind} {name!r} is registered but {target} does not import: {info['error']}")
+        else:
+            problems.append(f"{kind} {name!r} is not in verl's registry (plugin not loaded?)")
+        registered[kind] = info
+
+    report["tools"] = _check_tools(problems)
+    report["sandbox_runtime"] = _sandbox_runtime()
+    report["sandbox"] = _check_sandbox(problems) if check_sandbox else {"skipped": True}
+    report["hardware"] = _hardware()
+    report["ok"] = not problems
+    return report
+
+
+def _registry_entry(kind: str, name: str) -> Any:
+    """What verl's registry for ``kind`` holds under ``name`` (None when absent)."""
+    import importlib
+
+    module, attr = REGISTRIES[kind]
+    try:
+        return getattr(importlib.import_module(module), attr).get(name)
+    except ValueError:  # RolloutReplicaRegistry / CheckpointEngineRegistry .get raise for an unknown name
+        return None
+
+
+def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
+    import importlib
+
+    import yaml
+
+    results = []
+    for path in sorted(TOOL_CONFIG_DIR.glob("*.yaml")):
+        for tool in (yaml.safe_load(path.read_text()) or {}).get("tools", []):
+            class_name = tool.get("class_name", "")
+            info: dict[str, Any] = {"config": str(path.relative_to(REPO_ROOT)), "class_name": class_name}
+            try:
+                from verl.tools.base_tool import BaseTool
+
+                mod_name, _, cls_name = class_name.rpartition(".")
+                cls = getattr(importlib.import_module(mod_name), cls_name)
+                info["resolvable"] = isinstance(cls, type) and issubclass(cls, BaseTool)
+                if not info["resolvable"]:
+                    problems.append(f"{class_name} (from {info['config']}) is not a verl BaseTool")
+            except Exception as exc:
+                info["resolvable"] = False
+                info["error"] = f"{type(exc).__name__}: {exc}"
+                problems.append(f"tool class {class_name} from {info['config']} does not import: {info['error']}")
+            results.append(info)
+    return results
+
+
+def _sandbox_runtime() -> dict[str, Any]:
+    """The local sandbox's own Python packages (runtime_env): where, for which Python, which pinned versions."""
+    from agentrl_recipe.core.tools.sandbox import runtime_env
+
+    try:
+        env = runtime_env.load()
+    except Exception as exc:  # the sandbox check below fails with the same reason when the backend is local
+        return {"ok": False, "root": str(runtime_env.default_root()), "error": str(exc)}
+    return {"ok": True, "root": str(env.root), "python": env.python_version, "packages": env.packages()}
+
+
+def _check_sandbox(problems: list[str]) -> dict[str, Any]:
+    try:
+        from agentrl_recipe.core.tools.sandbox import health_check
+
+        result = dict(health_check())
+    except Exception as exc:
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    if not result.get("ok"):
+        problems.append(
+            f"sandbox backend is not healthy: {result.get('error')} (run `make install`; see README Sandbox)"
+        )
+    return result
+
+
+def _hardware() -> dict[str, Any]:
+    import importlib.util
+
+    import torch
+
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_devices": torch.cuda.device_count(),
+        "cpu_count": os.cpu_count(),
+    }
+    if importlib.util.find_spec("vllm") is not None:
+        import importlib.metadata as md
+
+        info["vllm"] = md.version("vllm")
+    else:
+        info["vllm"] = None  # expected on CPU machines; `pip install -e .[gpu]` on GPU nodes
+    return info
+
+
+def run_probe_subprocess(check_sandbox: bool = True, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run :func:`probe` in a fresh interpreter and return its report."""
+    code = (
+        "import json, sys\n"
+        "from agentrl_recipe.cli.doctor import probe\n"
+        f"report = probe(check_sandbox={check_sandbox!r})\n"
+        "sys.stdout.write('\\n@@AGENTRL_DOCTOR@@' + json.dumps(report))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=PROBE_TIMEOUT_S,
+        env={**os.environ, **(env or {})},
+    )
+    marker = "@@AGENTRL_DOCTOR@@"
+    if marker not in proc.stdout:
+        tail = (proc.stderr or proc.stdout)[-2000:]
+        return {"ok": False, "problems": [f"the doctor probe crashed (exit {proc.returncode}):\n{tail}"]}
+    return json.loads(proc.stdout.rsplit(marker, 1)[1])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.add_argument("--skip-sandbox", action="store_true", help="do not run code in the sandbox")
+
+
+def _print_human(report: dict[str, Any]) -> None:
+    print(f"verl {report.get('verl_version', '?')}  (python {report.get('python', '?')})")
+    print(f"entry point: {report.get('entry_point')}   loaded by verl: {report.get('plugin_loaded_by_verl')}")
+    for kind, info in report.get("registered", {}).items():
+        mark = "ok " if info.get("registered") and info.get("importable") else "BAD"
+        print(f"  [{mark}] {kind:17s} {info['name']:22s} {info.get('target', '')}")
+    for tool in report.get("tools", []):
+        print(f"  [{'ok ' if tool.get('resolvable') else 'BAD'}] tool              {tool['class_name']}")
+    runtime = report.get("sandbox_runtime", {})
+    if runtime.get("ok"):
+        packages = " ".join(f"{k}=={v}" for k, v in runtime.get("packages", {}).items())
+        print(f"  [ok ] sandbox python    {runtime.get('python')} at {runtime.get('root')}: {packages}")
+    elif runtime:
+        print(f"  [BAD] sandbox python    {runtime.get('error')}")
+    sandbox = report.get("sandbox", {})
+    if not sandbox.get("skipped"):
+        status = "ok " if sandbox.get("ok") else "BAD"
+        print(f"  [{status}] sandbox           {json.dumps({k: v for k, v in sandbox.items() if k != 'ok'})}")
+    hw = report.get("hardware", {})
+    cuda = f"cuda={hw.get('cuda_available')} ({hw.get('cuda_devices')} devices)"
+    print(f"torch {hw.get('torch')}  {cuda}  vllm={hw.get('vllm')}")
+    for problem in report.get("problems", []):
+        print(f"PROBLEM: {problem}")
+    print("all checks passed" if report.get("ok") else "doctor found problems (see above)")
+
+
+def main(args: argparse.Namespace) -> int:
+    report = run_probe_subprocess(check_sandbox=not args.skip_sandbox)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_human(report)
+    return 0 if report.get("ok") else 1

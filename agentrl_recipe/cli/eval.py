@@ -1,0 +1,140 @@
+"""``agentrl-recipe eval``: ``run`` (roll out, grade, report; resumable), ``report`` (rebuild from a dump), ``compare``.
+
+Defaults are the paper's protocol (32 samples, temperature 1.0, top_p 0.6, 4096/20480 tokens, ≤16 turns); every
+flag that changes it shows up in the report under ``deviations_from_paper``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from agentrl_recipe.harness.eval.config import BACKENDS, EvalConfig
+
+
+def _default_out(model: str) -> str:
+    return str(Path("runs") / "eval" / (Path(model.rstrip("/")).name or "model"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="eval_command", metavar="{run,report,compare}", required=True)
+    defaults = EvalConfig(model="-", data=["-"], out_dir="-")
+
+    run = sub.add_parser("run", help="roll out, grade and report (resumes from --out)")
+    run.add_argument("--model", required=True, help="HF model dir or hub id (tokenizer; weights for --backend hf)")
+    run.add_argument("--data", required=True, nargs="+", help="eval parquet file(s) or folder(s); comma lists work")
+    run.add_argument("--out", help="run folder (default runs/eval/<model name>); reuse it to resume")
+    run.add_argument("--label", help="row name in tables (default: the model)")
+    run.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=defaults.backend,
+        help="hf: in-process HF model (CPU); openai: OpenAI-compatible vLLM server (GPU)",
+    )
+    run.add_argument("--server-url", help="--backend openai: e.g. http://localhost:8000/v1")
+    run.add_argument("--served-model-name", help="--backend openai: model name on the server (default --model)")
+    g = run.add_argument_group("protocol (defaults = the paper's)")
+    g.add_argument("-k", "--n-samples", type=int, default=defaults.n_samples, help="samples per problem (paper: 32)")
+    g.add_argument("--temperature", type=float, default=defaults.temperature, help="paper: 1.0")
+    g.add_argument("--top-p", type=float, default=defaults.top_p, help="paper: 0.6")
+    g.add_argument("--top-k", type=int, default=defaults.top_k, help="-1 = off (paper)")
+    g.add_argument("--seed", type=int, default=defaults.seed, help="sampling seed (where supported) and bootstrap seed")
+    g.add_argument("--max-prompt-length", type=int, default=defaults.max_prompt_length, help="paper eval: 4096")
+    g.add_argument(
+        "--max-response-length",
+        type=int,
+        default=defaults.max_response_length,
+        help="tokens incl. tool output (paper: 20480)",
+    )
+    g.add_argument("--max-assistant-turns", type=int, default=defaults.max_assistant_turns, help="paper: 16")
+    g.add_argument("--max-user-turns", type=int, default=defaults.max_user_turns, help="paper: 16")
+    g.add_argument(
+        "--max-tool-response-length",
+        type=int,
+        default=defaults.max_tool_response_length,
+        help="characters of tool output kept (paper: 256)",
+    )
+    g.add_argument("--tool-timeout-s", type=float, default=defaults.tool_timeout_s, help="per tool call (paper: 30)")
+    g.add_argument("--lcb-timeout-s", type=float, default=defaults.lcb_timeout_s, help="per LCB test (LCB: 6)")
+    g.add_argument("--tool-config", help="tool YAML (default verl_configs/tools/code_interpreter.yaml)")
+    g.add_argument("--override", action="append", metavar="KEY=VALUE", help="extra hydra override (repeatable)")
+    g.add_argument("--ks", type=int, nargs="+", help="pass@k/maj@k values (default 1, 2, 4, ..., k)")
+    s = run.add_argument_group("selection and plumbing")
+    s.add_argument("--sources", nargs="+", help="only these data_source values")
+    s.add_argument("--limit", type=int, help="first N problems per data source (smoke runs)")
+    s.add_argument("--batch-size", type=int, default=defaults.batch_size, help="problems per rollout call")
+    s.add_argument("--sandbox", type=json.loads, help="agentrl.sandbox overrides as JSON, e.g. '{\"pool_size\": 8}'")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+    rep = sub.add_parser("report", help="rebuild report.json, table.md and plots from a run folder's dump")
+    rep.add_argument("run_dir")
+    rep.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+    cmp_ = sub.add_parser("compare", help="side-by-side table of two runs (folders or report.json files)")
+    cmp_.add_argument("run_a")
+    cmp_.add_argument("run_b")
+    cmp_.add_argument("--labels", nargs=2, metavar=("A", "B"), help="column names (default: the runs' labels)")
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v for item in values for v in item.split(",") if v]
+
+
+def config_from_args(args: argparse.Namespace) -> EvalConfig:
+    return EvalConfig(
+        model=args.model,
+        data=_split(args.data),
+        out_dir=args.out or _default_out(args.model),
+        backend=args.backend,
+        server_url=args.server_url,
+        served_model_name=args.served_model_name,
+        label=args.label,
+        n_samples=args.n_samples,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
+        max_assistant_turns=args.max_assistant_turns,
+        max_user_turns=args.max_user_turns,
+        max_tool_response_length=args.max_tool_response_length,
+        tool_timeout_s=args.tool_timeout_s,
+        lcb_timeout_s=args.lcb_timeout_s,
+        tool_config=args.tool_config,
+        overrides=args.override,
+        ks=args.ks,
+        sources=_split(args.sources) if args.sources else None,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        sandbox=args.sandbox,
+        plots=not args.no_plots,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from agentrl_recipe.harness.eval import report as report_lib
+
+    try:
+        if args.eval_command == "run":
+            from agentrl_recipe.harness.eval.runner import run_eval
+
+            cfg = config_from_args(args)
+            report = run_eval(cfg, show_progress=not args.no_progress)
+            print(report_lib.markdown_table(report))
+            print(f"report: {Path(cfg.out_dir) / report_lib.REPORT_FILE}")
+        elif args.eval_command == "report":
+            from agentrl_recipe.harness.eval.runner import write_report
+
+            report = write_report(args.run_dir, plots=not args.no_plots)
+            print(report_lib.markdown_table(report))
+        elif args.eval_command == "compare":
+            a, b = report_lib.load_report(args.run_a), report_lib.load_report(args.run_b)
+            print(report_lib.compare_reports(a, b, labels=tuple(args.labels) if args.labels else None))
+    except (ValueError, FileNotFoundError) as e:
+        print(f"agentrl-recipe eval {args.eval_command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0

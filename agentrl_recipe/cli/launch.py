@@ -1,0 +1,339 @@
+"""``make sft`` / ``make rl`` / ``make rl-smoke``: turn a shipped config plus a few knobs into verl's own command line.
+
+Every launch first runs :func:`agentrl_recipe.cli.configs.check` on the config with the exact overrides it will pass,
+so a typo'd or legacy key stops the run before a GPU is touched. ``--dry-run`` (``DRY_RUN=1``) prints the composed
+config, the check report and the command, and exits — on any machine, no GPU needed.
+
+- **SFT** runs verl's SFT trainer under torchrun: ``python -m torch.distributed.run --nnodes N --nproc-per-node G
+  [--rdzv-* for N > 1] -m verl.trainer.sft_trainer --config-path=<abs verl_configs> --config-name=<name> ...``. For
+  several nodes run the same command on each node with ``MASTER_ADDR`` (and ``MASTER_PORT``) set; anything in
+  ``TORCHRUN_ARGS`` is passed to torchrun as is.
+- **RL** runs ``python -m verl.trainer.main_ppo --config-path=<abs verl_configs> --config-name=<name> ...``. The
+  plugin reaches every Ray worker through the ``verl.plugins`` entry point (the package must be installed on every
+  node); the launcher also sets ``VERL_USE_EXTERNAL_MODULES=agentrl_recipe.core.plugin`` so a worker that cannot import
+  the plugin fails loudly instead of training without it. With ``RAY_ADDRESS`` set (an existing cluster) the same
+  variable, and ``AGENTRL_SANDBOX_URL`` when given, go into ``ray_kwargs.ray_init.runtime_env.env_vars``: remote
+  workers do not inherit the driver's environment. Relative paths are made absolute, because Ray workers do not run
+  in the driver's working directory (on a cluster they must lie on a filesystem every node sees).
+- **rl-smoke** builds the tiny offline model and a 16-row RL parquet under ``outputs/rl_smoke/`` (CPU), then runs
+  two GRPO-TCR steps of ``agentrl_rl_smoke`` on one GPU (vLLM + FSDP, the real plugin, sandbox and reward).
+- **rl-smoke-paper-layout** runs ``agentrl_rl_smoke_paper_layout`` (the paper's TP 4 / SP 4 / offload /
+  remove-padding / 8-GPU layout, same tiny inputs) twice: step 1 with a checkpoint, then a launch that resumes from
+  it, trains step 2 and validates — the first thing to run on a new cluster.
+- Before anything starts (not with ``--dry-run``), the cheap part of :mod:`agentrl_recipe.cli.preflight` runs; a failure
+  stops the launch with one line per problem (``--skip-preflight`` / ``SKIP_PREFLIGHT=1`` overrides it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl_recipe.cli import configs
+from agentrl_recipe.core import config as agentrl_config
+from agentrl_recipe.core import names
+from agentrl_recipe.core.cpu import PLATFORM_ENV
+from agentrl_recipe.harness import cpu_inputs
+
+PLUGIN_MODULE = "agentrl_recipe.core.plugin"
+SMOKE_CONFIG = "agentrl_rl_smoke"
+# The paper's layout on the tiny model (8 GPUs): step 1 with a checkpoint, then a second launch resuming from it.
+PAPER_LAYOUT_SMOKE_CONFIG = "agentrl_rl_smoke_paper_layout"
+SMOKE_STAGES = {"rl-smoke": SMOKE_CONFIG, "rl-smoke-paper-layout": PAPER_LAYOUT_SMOKE_CONFIG}
+SMOKE_DIR = Path("outputs/rl_smoke")
+FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT")
+# Keys holding file paths that Ray workers open; made absolute when they exist relative to the cwd or repo root.
+RL_PATH_KEYS = (
+    "data.train_files",
+    "data.val_files",
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+    "trainer.default_local_dir",
+)
+# Output paths among them: absolute even before they exist, so every node and a resumed run use the same directory.
+RL_OUTPUT_KEYS = ("trainer.default_local_dir",)
+
+
+def _override_value(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def _absolute(value: object) -> object:
+    """``value`` (a path or list of paths) with every path that exists made absolute; others unchanged."""
+    if isinstance(value, list | tuple):
+        return [_absolute(v) for v in value]
+    if not isinstance(value, str) or not value or "://" in value or os.path.isabs(value):
+        return value
+    found = configs.find_file(value)
+    return str(found.resolve()) if found is not None else value
+
+
+def build_overrides(args: argparse.Namespace, stage: str) -> list[str]:
+    """The hydra overrides the make variables stand for, followed by the user's own (ARGS=...)."""
+    model_key = "model.path" if stage == "sft" else "actor_rollout_ref.model.path"
+    out = []
+    if args.model:
+        out.append(f"{model_key}={args.model}")
+    if args.data:
+        out.append(f"data.train_files={args.data}")
+    if args.val_data:
+        out.append(f"data.val_files={args.val_data}")
+    if args.nnodes:
+        out.append(f"trainer.nnodes={args.nnodes}")
+    if args.gpus_per_node:
+        out.append(f"trainer.n_gpus_per_node={args.gpus_per_node}")
+    return out + list(args.overrides)
+
+
+def _absolute_path_overrides(name: str, overrides: list[str]) -> list[str]:
+    cfg, _ = configs.compose(name, overrides)
+    extra = []
+    for key in RL_PATH_KEYS:
+        try:
+            value = configs._resolved(cfg, key)
+        except Exception:
+            continue
+        absolute = os.path.abspath(value) if key in RL_OUTPUT_KEYS and isinstance(value, str) else _absolute(value)
+        if absolute != value:
+            extra.append(f"{key}={_override_value(absolute)}")
+    return extra
+
+
+def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    directory, config_name, _ = configs.locate(name)
+    cfg, _ = configs.compose(name, overrides)
+    nnodes = int(cfg.trainer.nnodes)
+    nproc = int(cfg.trainer.n_gpus_per_node)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={nproc}"]
+    if nnodes > 1:
+        master = args.master_addr or os.environ.get("MASTER_ADDR")
+        if not master and "rdzv" not in args.torchrun_args:
+            raise SystemExit("multi-node SFT needs MASTER_ADDR=<host of node 0> (or rendezvous flags in TORCHRUN_ARGS)")
+        if master:
+            port = args.master_port or os.environ.get("MASTER_PORT", "29500")
+            torchrun += [
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={master}:{port}",
+                f"--rdzv-id={cfg.trainer.experiment_name}",
+            ]
+    torchrun += shlex.split(args.torchrun_args)
+    command = [
+        *torchrun,
+        "-m",
+        "verl.trainer.sft_trainer",
+        f"--config-path={directory}",
+        f"--config-name={config_name}",
+    ]
+    return command + overrides, {**platform_env(cfg), **file_logger_env(cfg)}
+
+
+def platform_env(cfg: Any) -> dict[str, str]:
+    """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
+    return {PLATFORM_ENV: names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
+
+
+def file_logger_env(cfg: Any) -> dict[str, str]:
+    """Where verl's ``file`` logger writes: under the run's checkpoint dir, not ``./<project_name>/`` (verl's default,
+    which from the repo root is the package folder). An explicit ``VERL_FILE_LOGGER_PATH``/``_ROOT`` wins."""
+    loggers = cfg.trainer.get("logger") or []
+    if "file" not in loggers or os.environ.get("VERL_FILE_LOGGER_PATH") or os.environ.get("VERL_FILE_LOGGER_ROOT"):
+        return {}
+    return {"VERL_FILE_LOGGER_ROOT": str(Path(str(cfg.trainer.default_local_dir)).resolve())}
+
+
+def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    directory, config_name, _ = configs.locate(name)
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(dict.fromkeys([*modules, PLUGIN_MODULE]))}
+    # The tool reads only its own YAML, so agentrl.sandbox's url/backend reach it (in every worker) as environment
+    # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
+    cfg, _ = configs.compose(name, overrides)
+    env.update(platform_env(cfg))
+    env.update(file_logger_env(cfg))
+    # Variables the workers read that a remote cluster's workers would not inherit: component markers
+    # (agentrl_recipe/core/trace.py) and verl's file logger, which runs in the TaskRunner worker.
+    for key in FORWARDED_ENV:
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    sandbox = agentrl_config.section(cfg, "sandbox")
+    env.update(sandbox_pool_env(cfg, sandbox))
+    url = args.sandbox_url or sandbox.get("url")
+    if url:
+        env[names.ENV_SANDBOX_URL] = url
+    if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(names.ENV_SANDBOX_BACKEND)):
+        env[names.ENV_SANDBOX_BACKEND] = os.environ.get(names.ENV_SANDBOX_BACKEND) or sandbox["backend"]
+    extra = _absolute_path_overrides(name, overrides)
+    if os.environ.get("RAY_ADDRESS"):
+        # Workers of an existing cluster do not inherit this environment: ship the variables in the runtime_env.
+        for key, value in env.items():
+            # Quoted: Ray wants str values, and hydra would turn "2" into an int (and split an unquoted a,b list).
+            quoted = value.replace("\\", "\\\\").replace("'", "\\'")
+            extra.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.{key}='{quoted}'")
+    command = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        f"--config-path={directory}",
+        f"--config-name={config_name}",
+    ]
+    return command + overrides + extra, env
+
+
+def sandbox_pool_env(cfg: Any, sandbox: dict[str, Any]) -> dict[str, str]:
+    """Size each worker's local sandbox pool for its node: the config's ``agentrl.sandbox.pool_size`` when set (the
+    tool reads only its own YAML, so it travels as an environment variable), else the node's CPUs shared by the
+    sandbox-using processes on it (agent-loop + reward workers spread over the nodes; local.default_pool_size)."""
+    workers = int(cfg.actor_rollout_ref.rollout.agent.get("num_workers", 8)) + int(cfg.reward.get("num_workers", 8))
+    per_node = -(-workers // max(1, int(cfg.trainer.get("nnodes", 1))))
+    env = {names.ENV_SANDBOX_PROCESSES_PER_NODE: str(per_node)}
+    if sandbox.get("pool_size"):
+        env[names.ENV_SANDBOX_POOL_SIZE] = str(int(sandbox["pool_size"]))
+    return env
+
+
+def prepare_smoke(out_dir: Path = SMOKE_DIR) -> dict[str, Path]:
+    """The tiny model and a 16-row math/code RL parquet (train = val) for the GPU smoke run; CPU only, seconds."""
+    from agentrl_recipe.harness.data.io import atomic_write_parquet
+    from agentrl_recipe.harness.data.rows import rl_row
+    from agentrl_recipe.harness.tiny_model import TinyModelSpec, build_tiny_model
+
+    model_dir = out_dir / "tiny_model"
+    if not (model_dir / "config.json").is_file():
+        # head_dim 64 (256 / 4): every vLLM attention backend supports it; the default tiny model's 32 is not universal.
+        build_tiny_model(model_dir, TinyModelSpec(hidden_size=256, intermediate_size=512))
+    rows = []
+    for i in range(12):
+        a, b = 17 + 3 * i, 5 + i
+        rows.append(
+            rl_row(
+                names.DS_DAPO,
+                f"Compute {a} * {b} with the code tool. Put the answer in \\boxed{{}}.",
+                "math",
+                str(a * b),
+                {"source_id": f"smoke-math-{i}"},
+            )
+        )
+    for i in range(4):
+        tests = {"inputs": [f"{i}\n"], "outputs": [f"{i + 1}\n"], "fn_name": None}
+        rows.append(
+            rl_row(
+                names.DS_SKYWORK_CODE,
+                "Read an integer n and print n + 1. Answer in ```python```.",
+                "code",
+                json.dumps(tests),
+                {"source_id": f"smoke-code-{i}"},
+            )
+        )
+    for index, row in enumerate(rows):
+        row["extra_info"]["index"] = index
+    train = out_dir / "train.parquet"
+    atomic_write_parquet(train, rows)
+    return {"model": model_dir, "train": train}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stage", choices=("sft", "rl", *SMOKE_STAGES))
+    parser.add_argument("--config", help="shipped config name or YAML path (default: agentrl_sft / agentrl_rl)")
+    parser.add_argument("--model", help="model.path (SFT: HF id or path) / actor_rollout_ref.model.path (RL)")
+    parser.add_argument("--data", help="data.train_files (a parquet path, or [a,b])")
+    parser.add_argument("--val-data", help="data.val_files")
+    parser.add_argument("--nnodes", type=int, help="trainer.nnodes (and torchrun --nnodes)")
+    parser.add_argument("--gpus-per-node", type=int, help="trainer.n_gpus_per_node (and torchrun --nproc-per-node)")
+    parser.add_argument("--master-addr", help="SFT on several nodes: rendezvous host (default $MASTER_ADDR)")
+    parser.add_argument("--master-port", help="SFT on several nodes: rendezvous port (default $MASTER_PORT or 29500)")
+    parser.add_argument("--torchrun-args", default="", help="extra torchrun arguments, passed through")
+    parser.add_argument(
+        "--sandbox-url",
+        default=os.environ.get(names.ENV_SANDBOX_URL),
+        help=f"RL: the sandbox server every worker uses (sets {names.ENV_SANDBOX_URL})",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print config, check report and command; run nothing")
+    parser.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="launch even when the cheap preflight checks fail (SKIP_PREFLIGHT=1)",
+    )
+    parser.add_argument("overrides", nargs="*", help="hydra overrides key=value, applied last")
+
+
+def main(args: argparse.Namespace) -> int:
+    stage = "rl" if args.stage in SMOKE_STAGES else args.stage
+    if args.stage in SMOKE_STAGES:
+        name = args.config or SMOKE_STAGES[args.stage]
+        made = prepare_smoke()
+        print(f"smoke inputs: {made['model']} {made['train']}")
+    else:
+        name = args.config or f"agentrl_{stage}"
+    if name in cpu_inputs.CPU_CONFIGS and not args.data:  # the CPU configs' default inputs, built offline
+        made = cpu_inputs.prepare()
+        print(f"CPU inputs: {made.model} {made.sft} {made.rl_train} {made.rl_val}")
+    overrides = build_overrides(args, stage)
+    report = configs.check(name, overrides, strict_paths=not args.dry_run or args.stage in SMOKE_STAGES)
+    if args.dry_run:
+        from omegaconf import OmegaConf
+
+        if report.kind != "?":
+            cfg, _ = configs.compose(name, overrides)
+            try:
+                print(OmegaConf.to_yaml(cfg, resolve=True), end="")
+            except Exception:  # a mandatory ??? value or a bad interpolation: the report below names it
+                print(OmegaConf.to_yaml(cfg), end="")
+    print(report.format())
+    if report.kind not in ("?", stage):
+        print(f"{name} is an {report.kind} config; use `make {report.kind}`", file=sys.stderr)
+        return 2
+    runs = []
+    if report.kind == stage:  # it composed: show the commands even when the check failed
+        build = sft_command if stage == "sft" else rl_command
+        if args.stage == "rl-smoke-paper-layout":  # step 1 and its checkpoint, then resume (resume_mode: auto)
+            runs.append(build(name, [*overrides, "trainer.total_training_steps=1"], args))
+        runs.append(build(name, overrides, args))
+        for command, env in runs:
+            env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            print("command:", (env_prefix + " " if env_prefix else "") + shlex.join(command))
+    if not report.ok:
+        print(f"not launching: fix the errors above (agentrl-recipe configs check {name})", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        return 0
+    if not args.skip_preflight and not _preflight_passes(name, overrides):
+        return 2
+    for command, env in runs:
+        code = subprocess.call(command, env={**os.environ, **env})
+        if code:
+            return code
+    return 0
+
+
+def _preflight_passes(name: str, overrides: list[str]) -> bool:
+    """The cheap preflight checks (agentrl_recipe/cli/preflight.py): a broken sandbox, too old a driver, too few Ray
+    CPUs or too little disk stops the launch here, not an hour into the run."""
+    from agentrl_recipe.cli import preflight
+
+    results = preflight.run(name, overrides, cheap=True)
+    for result in results:
+        print(result.line())
+    failed = [r.check for r in results if not r.ok]
+    if failed:
+        print(f"not launching: preflight failed ({', '.join(failed)}); {preflight.SKIP_HINT}", file=sys.stderr)
+    return not failed
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agentrl_recipe.cli.launch", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return main(parser.parse_intermixed_args(argv))  # options may follow the hydra overrides
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,0 +1,308 @@
+"""``agentrl-recipe preflight CONFIG [k=v ...]`` / ``make preflight``: will this config run on this node?
+
+A GPU node's first hour should not go to a run that hangs or dies at its first CUDA call. Each check prints one line
+(``ok`` / ``FAIL``), and any failure exits non-zero. In order:
+
+- **config**: ``agentrl-recipe configs check`` on the composed config (with the same overrides);
+- **driver**: the NVIDIA driver is new enough for the CUDA that torch (and vLLM, which pins this torch) was built
+  for — vLLM 0.30 / torch 2.13 from PyPI are CUDA 13 builds and need an R580+ driver;
+- **gpus**: ``trainer.n_gpus_per_node`` GPUs are visible; the bf16 weights per tensor-parallel shard fit the
+  rollout's share of one GPU's memory;
+- **flash_attn**: importable when the config uses verl's default ``flash_attention_2``;
+- **vllm**: vLLM installed and verl's vLLM async server imports (skipped by ``--cheap``: tens of seconds);
+- **sandbox**: the configured backend imports the sandbox runtime's packages (numpy, scipy, sympy, pandas, …) inside
+  the sandbox, with the config's own time and memory limits;
+- **ray_cpus**: Ray's logical CPUs cover what the run reserves: 3 per GPU (verl's resource-pool bundles) plus
+  ``num_data_storage_units`` + 1 for TransferQueue — with fewer, ``tq.init`` waits forever without a word;
+- **disk**: free space under ``trainer.default_local_dir`` holds the checkpoints the config will keep
+  (≈ 12 bytes/parameter: fp32 weights + two Adam moments; + 2 bytes/parameter with an HF export).
+
+The launcher runs the ``--cheap`` subset before ``make sft`` / ``make rl`` and refuses to start on a failure;
+``SKIP_PREFLIGHT=1`` (``--skip-preflight``) launches anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentrl_recipe.cli import configs
+from agentrl_recipe.cli.preflight_facts import NodeFacts, gather
+from agentrl_recipe.core.config import to_plain
+
+# Minimum Linux driver per CUDA major version (NVIDIA's CUDA compatibility table, minor-version compatibility).
+MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+BYTES_PER_PARAM_CHECKPOINT = 12  # fp32 weights + Adam m and v (FSDP model + optimizer shards)
+BYTES_PER_PARAM_HF = 2  # bf16 HF export (save_contents hf_model)
+CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: each GPU bundle reserves 3 CPUs
+SKIP_HINT = "SKIP_PREFLIGHT=1 (--skip-preflight) launches anyway"
+
+
+@dataclasses.dataclass
+class Result:
+    check: str
+    ok: bool
+    message: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.check}: {self.message}"
+
+
+@dataclasses.dataclass
+class Layout:
+    """The config keys the checks read, for one config kind (rl or sft)."""
+
+    kind: str
+    device: str
+    nnodes: int
+    gpus_per_node: int
+    tensor_parallel: int
+    gpu_memory_utilization: float
+    attn_implementation: str
+    model_path: str
+    checkpoint_dir: str
+    save_freq: int
+    total_steps: int | None
+    keep: int | None
+    hf_export: bool
+    storage_units: int
+    ray_init_num_cpus: int | None
+
+    @property
+    def gpu(self) -> bool:
+        return self.device != "cpu"
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    from omegaconf import OmegaConf
+
+    return to_plain(OmegaConf.select(cfg, key, default=default))
+
+
+def layout(cfg: Any, kind: str) -> Layout:
+    rl = kind == "rl"
+    model = "actor_rollout_ref.model" if rl else "model"
+    contents = _get(cfg, "actor_rollout_ref.actor.checkpoint.save_contents" if rl else "checkpoint.save_contents")
+    uses_tq = bool(_get(cfg, "trainer.use_v1", False) or _get(cfg, "transfer_queue.enable", False))
+    return Layout(
+        kind=kind,
+        device=str(_get(cfg, "trainer.device", "cuda")),
+        nnodes=int(_get(cfg, "trainer.nnodes", 1)),
+        gpus_per_node=int(_get(cfg, "trainer.n_gpus_per_node", 1)),
+        tensor_parallel=int(_get(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1) or 1) if rl else 1,
+        gpu_memory_utilization=float(_get(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5) or 0.5),
+        attn_implementation=str(_get(cfg, f"{model}.override_config.attn_implementation", None) or "flash_attention_2"),
+        model_path=str(_get(cfg, f"{model}.path", "")),
+        checkpoint_dir=str(_get(cfg, "trainer.default_local_dir", "checkpoints")),
+        save_freq=int(_get(cfg, "trainer.save_freq", -1) or -1),
+        total_steps=_get(cfg, "trainer.total_training_steps", None),
+        keep=_get(cfg, "trainer.max_actor_ckpt_to_keep" if rl else "trainer.max_ckpt_to_keep", None),
+        hf_export="hf_model" in (contents or []),
+        storage_units=int(_get(cfg, "transfer_queue.backend.SimpleStorage.num_data_storage_units", 8))
+        if uses_tq
+        else 0,
+        ray_init_num_cpus=_get(cfg, "ray_kwargs.ray_init.num_cpus", None),
+    )
+
+
+def model_parameters(path: str) -> int | None:
+    """Parameter count of a local HF model directory from its safetensors sizes and dtype (None if not local)."""
+    directory = Path(path)
+    files = list(directory.glob("*.safetensors")) if directory.is_dir() else []
+    if not files:
+        return None
+    dtype = "bfloat16"
+    config_file = directory / "config.json"
+    if config_file.is_file():
+        config = json.loads(config_file.read_text())
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or dtype)
+    width = 4 if "32" in dtype else 2
+    return sum(f.stat().st_size for f in files) // width
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+# ---------------------------------------------------------------------------------------------------- the checks
+def check_driver(facts: NodeFacts) -> Result:
+    if facts.torch_cuda is None:
+        return Result("driver", False, "torch is a CPU build (torch.version.cuda is None): run `make install-gpu`")
+    if facts.driver_version is None:
+        return Result("driver", False, "no NVIDIA driver found (nvidia-smi is missing or fails)")
+    major = int(facts.torch_cuda.split(".")[0])
+    needed = MIN_DRIVER.get(major)
+    if needed is None or _version(facts.driver_version) >= _version(needed):
+        return Result("driver", True, f"driver {facts.driver_version} runs CUDA {facts.torch_cuda} builds")
+    return Result(
+        "driver",
+        False,
+        f"driver {facts.driver_version} is too old for torch/vLLM built for CUDA {facts.torch_cuda} "
+        f"(needs >= {needed}): upgrade the driver or install a torch/vLLM built for an older CUDA",
+    )
+
+
+def check_gpus(lay: Layout, facts: NodeFacts, params: int | None) -> Result:
+    visible = len(facts.gpu_memory_gib)
+    if visible < lay.gpus_per_node:
+        return Result("gpus", False, f"trainer.n_gpus_per_node={lay.gpus_per_node} but {visible} GPUs are visible")
+    if lay.gpus_per_node % lay.tensor_parallel:
+        return Result("gpus", False, f"TP {lay.tensor_parallel} does not divide {lay.gpus_per_node} GPUs per node")
+    smallest = min(facts.gpu_memory_gib)
+    if params is not None and lay.kind == "rl":
+        shard_gib = params * 2 / lay.tensor_parallel / 2**30
+        budget = smallest * lay.gpu_memory_utilization
+        if shard_gib > 0.8 * budget:
+            return Result(
+                "gpus",
+                False,
+                f"bf16 weights per TP shard {shard_gib:.1f} GiB do not fit the rollout's {budget:.1f} GiB "
+                f"(gpu_memory_utilization {lay.gpu_memory_utilization} × {smallest:.0f} GiB): raise TP or the share",
+            )
+    return Result("gpus", True, f"{visible} GPUs, {smallest:.0f} GiB each, TP {lay.tensor_parallel}")
+
+
+def check_flash_attn(lay: Layout, facts: NodeFacts) -> Result:
+    if lay.attn_implementation != "flash_attention_2":
+        return Result("flash_attn", True, f"not needed (attn_implementation {lay.attn_implementation})")
+    if facts.flash_attn:
+        return Result("flash_attn", True, "importable")
+    return Result(
+        "flash_attn",
+        False,
+        "the config uses attn_implementation flash_attention_2 (verl's default; Ulysses SP and remove-padding need "
+        "it) but flash_attn is not installed: `make install-gpu` builds it",
+    )
+
+
+def check_vllm(facts: NodeFacts, cheap: bool) -> Result:
+    if facts.vllm_version is None:
+        return Result("vllm", False, "vLLM is not installed: run `make install-gpu`")
+    if cheap:
+        return Result("vllm", True, f"vLLM {facts.vllm_version} (async server import not checked: --cheap)")
+    if facts.vllm_async_error:
+        return Result("vllm", False, f"verl's vLLM async server does not import: {facts.vllm_async_error}")
+    return Result("vllm", True, f"vLLM {facts.vllm_version}, verl's async server imports")
+
+
+def check_sandbox(facts: NodeFacts) -> Result:
+    report = facts.sandbox or {}
+    if report.get("ok"):
+        imports = ", ".join(report.get("imports", []))
+        return Result(
+            "sandbox", True, f"{report.get('backend')} imports {imports} ({report.get('latency_s', 0):.1f} s)"
+        )
+    return Result("sandbox", False, f"{report.get('backend')} backend unusable: {report.get('error')}")
+
+
+def check_ray_cpus(lay: Layout, facts: NodeFacts) -> Result:
+    gpus = lay.nnodes * lay.gpus_per_node
+    needed = CPUS_PER_GPU * gpus + (lay.storage_units + 1 if lay.storage_units else 0)
+    have = facts.ray_cpus or 0
+    detail = f"{CPUS_PER_GPU} × {gpus} GPUs + TransferQueue {lay.storage_units} storage units + 1"
+    if have < needed:
+        return Result(
+            "ray_cpus",
+            False,
+            f"Ray offers {have:g} logical CPUs but the run reserves {needed} ({detail}); it would hang in tq.init: "
+            "raise ray_kwargs.ray_init.num_cpus (logical CPUs may exceed cores) or lower "
+            "transfer_queue.backend.SimpleStorage.num_data_storage_units",
+        )
+    return Result("ray_cpus", True, f"{have:g} logical CPUs >= {needed} reserved ({detail})")
+
+
+def checkpoints_kept(lay: Layout) -> int | None:
+    """How many checkpoints the run will hold at once (None = unbounded and unknown)."""
+    if lay.save_freq <= 0:
+        return 0
+    saves = math.ceil(lay.total_steps / lay.save_freq) if lay.total_steps else None
+    if lay.keep:
+        return min(lay.keep, saves) if saves else lay.keep
+    return saves
+
+
+def check_disk(lay: Layout, facts: NodeFacts, params: int | None) -> Result:
+    kept = checkpoints_kept(lay)
+    if kept == 0:
+        return Result("disk", True, "no checkpoints (save_freq <= 0)")
+    if params is None:
+        return Result("disk", True, f"checkpoint size unknown ({lay.model_path} is not a local directory); not checked")
+    per_gib = params * (BYTES_PER_PARAM_CHECKPOINT + (BYTES_PER_PARAM_HF if lay.hf_export else 0)) / 2**30
+    count = kept or 1
+    need_gib = per_gib * count
+    free_gib = (facts.free_disk_bytes or 0) / 2**30
+    unbounded = " (no retention limit: set the keep key)" if kept is None else ""
+    if free_gib < need_gib:
+        return Result(
+            "disk",
+            False,
+            f"{free_gib:.0f} GiB free under {lay.checkpoint_dir} < {need_gib:.0f} GiB for {count} checkpoint(s) of "
+            f"{per_gib:.0f} GiB{unbounded}: free space, move trainer.default_local_dir, or keep fewer",
+        )
+    return Result(
+        "disk", True, f"{free_gib:.0f} GiB free >= {need_gib:.0f} GiB ({count} × {per_gib:.0f} GiB){unbounded}"
+    )
+
+
+def judge(lay: Layout, facts: NodeFacts, params: int | None, cheap: bool, sandbox: bool) -> list[Result]:
+    """Every check that applies to this layout, against ``facts``."""
+    results = []
+    if lay.gpu:
+        results += [check_driver(facts), check_gpus(lay, facts, params), check_flash_attn(lay, facts)]
+        if lay.kind == "rl":
+            results += [check_vllm(facts, cheap), check_ray_cpus(lay, facts)]
+    if sandbox:
+        results.append(check_sandbox(facts))
+    results.append(check_disk(lay, facts, params))
+    return results
+
+
+def run(name: str, overrides: list[str], *, cheap: bool = False) -> list[Result]:
+    """Compose ``name`` with ``overrides``, gather this node's facts, and judge them."""
+    report = configs.check(name, overrides)
+    results = [Result("config", report.ok, "configs check passed" if report.ok else report.format())]
+    if report.kind not in ("rl", "sft"):
+        return results
+    cfg, _ = configs.compose(name, overrides)
+    lay = layout(cfg, report.kind)
+    sandbox_cfg = None
+    if lay.kind == "rl":
+        from agentrl_recipe.core.config import SandboxConfig
+
+        sandbox_cfg = SandboxConfig.from_trainer_config(cfg)
+    facts = gather(
+        gpu=lay.gpu,
+        rollout=lay.kind == "rl" and lay.gpu,
+        checkpoint_dir=lay.checkpoint_dir,
+        ray_init_num_cpus=lay.ray_init_num_cpus,
+        sandbox_config=sandbox_cfg,
+        cheap=cheap,
+    )
+    return results + judge(lay, facts, model_parameters(lay.model_path), cheap, sandbox_cfg is not None)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="shipped config name or YAML path")
+    parser.add_argument("overrides", nargs="*", help="hydra overrides key=value (as given to make rl / make sft)")
+    parser.add_argument("--cheap", action="store_true", help="skip the slow checks (the vLLM import)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    results = run(args.config, list(args.overrides), cheap=args.cheap)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
+    else:
+        for result in results:
+            print(result.line())
+    failed = [r.check for r in results if not r.ok]
+    if failed:
+        print(f"preflight FAILED ({', '.join(failed)})", file=sys.stderr)
+        return 1
+    print("preflight passed")
+    return 0

@@ -1,0 +1,14 @@
+"""GRPO-TCR and its stabilisers for verl 0.9.1.
+
+- :mod:`.losses` — policy loss ``agentrl_tcr`` (verl's clipped objective + split clip metrics);
+- :mod:`.advantages` — advantage estimator ``agentrl_grpo`` (GRPO whose group statistics skip masked trajectories);
+- :mod:`.masking` — trajectory masks (``agentrl.masks``), the switches and the per-batch mask computation;
+- :mod:`.sampler` — the v1 replay buffer that applies the masks and caps DAPO dynamic sampling.
+
+Registration happens only in :mod:`agentrl_recipe.core.plugin`. ``agentrl_recipe.core.config`` resolves
+:class:`.masking.MaskConfig` lazily, so this package may import verl.
+"""
+
+# Import verl before any module of this package: verl's plugin loader imports agentrl_recipe.core.plugin, which imports
+# this package's modules. Were a user to import one of them first, the plugin would meet it half-initialised.
+import verl  # noqa: F401

@@ -1,0 +1,176 @@
+"""Eval rollouts through the shared rollout path (:mod:`agentrl_recipe.harness.rollout`): the training agent loop,
+tool and sandbox, sampled with ``rollout.val_kwargs`` as verl's validation does.
+
+The verl config is the recipe's RL config with the eval protocol laid over it (:func:`verl_overrides`), so a run
+differs from training only where the protocol says so (sampling, lengths, turn and tool budgets).
+Backends: ``hf`` — the in-process HF client (CPU; a GPU when one is visible); ``openai`` — a vLLM server behind its
+OpenAI-compatible API (token ids in and out, so the agent loop's token accounting stays exact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl_recipe.core import names
+from agentrl_recipe.harness.eval.config import EvalConfig
+from agentrl_recipe.harness.eval.data import EvalProblem
+from agentrl_recipe.harness.eval.dump import atomic_write_text
+from agentrl_recipe.harness.eval.runner import Trajectory
+
+TOOL_CONFIG_FILE = "tool_config.yaml"
+
+
+def verl_overrides(cfg: EvalConfig) -> list[str]:
+    """Hydra overrides that put the eval protocol on the recipe's RL config."""
+    rollout = "actor_rollout_ref.rollout"
+    return [
+        f"{rollout}.val_kwargs.n={cfg.n_samples}",
+        f"{rollout}.val_kwargs.do_sample={str(cfg.temperature > 0).lower()}",
+        f"{rollout}.val_kwargs.temperature={cfg.temperature}",
+        f"{rollout}.val_kwargs.top_p={cfg.top_p}",
+        f"{rollout}.val_kwargs.top_k={cfg.top_k}",
+        f"{rollout}.multi_turn.max_assistant_turns={cfg.max_assistant_turns}",
+        f"{rollout}.multi_turn.max_user_turns={cfg.max_user_turns}",
+        f"{rollout}.multi_turn.max_parallel_calls={cfg.max_parallel_calls}",
+        f"{rollout}.multi_turn.max_tool_response_length={cfg.max_tool_response_length}",
+        *([f"{rollout}.multi_turn.tool_config_path={cfg.tool_config}"] if cfg.tool_config else []),
+        *(cfg.overrides or []),
+    ]
+
+
+def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
+    """The tool YAML the run uses: ``source`` with the protocol's tool timeout and sandbox overrides applied to the
+    ``code_interpreter`` entry (written into the run folder, so the run records the exact tool settings)."""
+    from omegaconf import OmegaConf
+
+    tools = OmegaConf.to_container(OmegaConf.load(source), resolve=True)
+    entries = tools.get("tools") if isinstance(tools, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{source}: not a verl tool config (expected a top-level 'tools:' list)")
+    found = False
+    for entry in entries:
+        if ((entry.get("tool_schema") or {}).get("function") or {}).get("name") != names.TOOL_NAME:
+            continue
+        found = True
+        tool_cfg = entry.setdefault("config", {})
+        tool_cfg["timeout_s"] = cfg.tool_timeout_s
+        if cfg.sandbox:
+            tool_cfg["sandbox"] = {**(tool_cfg.get("sandbox") or {}), **cfg.sandbox}
+    if not found:
+        raise ValueError(f"{source}: no tool named {names.TOOL_NAME!r}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(dest, OmegaConf.to_yaml(OmegaConf.create(tools)))
+    return dest
+
+
+def compose_eval_config(cfg: EvalConfig) -> Any:
+    """The recipe's RL config with the eval protocol on it; its tool YAML goes to ``<out_dir>/tool_config.yaml``."""
+    from omegaconf import open_dict
+    from verl.utils.import_utils import resolve_config_path
+
+    from agentrl_recipe.harness.rollout import compose_config
+
+    verl_cfg = compose_config(
+        cfg.model,
+        overrides=verl_overrides(cfg),
+        prompt_length=cfg.max_prompt_length,
+        response_length=cfg.max_response_length,
+    )
+    multi_turn = verl_cfg.actor_rollout_ref.rollout.multi_turn
+    if multi_turn.get("tool_config_path"):
+        source = resolve_config_path(multi_turn.tool_config_path)
+        with open_dict(verl_cfg):
+            multi_turn.tool_config_path = str(write_tool_config(source, cfg, Path(cfg.out_dir) / TOOL_CONFIG_FILE))
+    return verl_cfg
+
+
+def make_client(cfg: EvalConfig, verl_cfg: Any) -> Any:
+    """The generation client ``cfg.backend`` names, with the rollout's token limits."""
+    from agentrl_recipe.core.generation.common import ContextLimits
+
+    limits = ContextLimits.from_rollout_config(verl_cfg.actor_rollout_ref.rollout)
+    if cfg.backend == "openai":
+        from agentrl_recipe.harness.openai_client import OpenAICompletionsClient
+
+        assert cfg.server_url is not None  # EvalConfig validates it
+        return OpenAICompletionsClient(cfg.server_url, cfg.served_model_name or cfg.model, limits=limits)
+    import torch
+
+    from agentrl_recipe.core.generation.hf_client import HFGenerationClient
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    return HFGenerationClient.from_pretrained(cfg.model, limits=limits, seed=cfg.seed, device=device, dtype=dtype)
+
+
+def trajectory_from_record(problem: EvalProblem, sample: int, rec: Any) -> Trajectory:
+    """Our per-sample view of a :class:`agentrl_recipe.harness.rollout.TrajectoryRecord`."""
+    return Trajectory(
+        prompt_id=problem.prompt_id,
+        sample=sample,
+        response_text=rec.response,
+        messages=rec.messages,
+        num_turns=int(rec.num_turns),
+        tool_calls=int(rec.tool_calls),
+        tool_failures=int(rec.tool_failures),
+        tool_statuses=[str(s) for s in rec.tool_statuses],
+        tool_latency_s=[float(x) for x in rec.tool_latency_s],
+        malformed_tool_calls=int(rec.malformed_tool_calls),
+        void_turn=bool(rec.void_turn),
+        tool_infra_failure=bool(rec.tool_infra_failure),
+        prompt_tokens=int(rec.prompt_tokens),
+        response_tokens=int(rec.response_tokens),
+        termination=rec.termination,
+    )
+
+
+class RolloutGenerator:
+    """:class:`agentrl_recipe.harness.eval.runner.Generator` over :class:`agentrl_recipe.harness.rollout.Rollout`.
+
+    ``client`` overrides the backend's client (tests pass a scripted HF client; the demo its trained model). The
+    verl worker is built on the first call, inside the run's event loop.
+    """
+
+    def __init__(self, cfg: EvalConfig, *, client: Any = None, verl_config: Any = None) -> None:
+        self.cfg = cfg
+        self.verl_config = verl_config if verl_config is not None else compose_eval_config(cfg)
+        self.client = client
+        self._rollout: Any = None
+
+    async def _runner(self) -> Any:
+        if self._rollout is None:
+            from agentrl_recipe.harness.rollout import Rollout
+
+            if self.client is None:
+                self.client = make_client(self.cfg, self.verl_config)
+            self._rollout = await Rollout.create(self.verl_config, self.client, score=False)
+        return self._rollout
+
+    async def generate(self, problems: Sequence[EvalProblem], samples: Sequence[Sequence[int]]) -> list[Trajectory]:
+        runner = await self._runner()
+        # The rollout draws samples 0..n-1 for every row of a call; problems resumed mid-way need fewer, so rows go
+        # in groups by how many samples they still need, and sample j of a group maps to the j-th missing index.
+        groups: dict[int, list[int]] = {}
+        for i, wanted in enumerate(samples):
+            if wanted:
+                groups.setdefault(len(wanted), []).append(i)
+        out: list[Trajectory] = []
+        for n, members in groups.items():
+            result = await runner.run(
+                [problems[i].row for i in members],
+                n=n,
+                validate=True,  # sample with val_kwargs, as verl's validation
+                chunk_size=n * len(members),
+                progress=False,
+            )
+            for rec in result.records:
+                i = members[rec.row_index]
+                out.append(trajectory_from_record(problems[i], samples[i][rec.sample_index], rec))
+        return out
+
+    async def aclose(self) -> None:
+        close = getattr(self.client, "aclose", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,211 @@
+"""`make rl CONFIG=agentrl_rl_cpu`: verl.trainer.main_ppo (v1, hybrid) on CPU with the whole plugin inside it.
+
+Everything is asserted from the run's own outputs — verl's file-logger metrics, the component markers each part of
+the plugin writes in the process it runs in (agentrl_recipe/core/trace.py), checkpoints and rollout dumps — never from
+this process's memory. One run on a two-node Ray cluster (a head and a second raylet on loopback), with a
+trajectory mask switched on: 3 steps, killed with SIGKILL after its step-2 checkpoint (steps 1-2 are the "first" run
+the component, tracker and update tests read) and resumed on the same cluster for step 3. One run serves every test:
+each verl start-up costs minutes of the suite's 20 on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, stop_processes_mentioning, tail
+
+from agentrl_recipe.cli import configs
+from agentrl_recipe.core import names, trace
+from agentrl_recipe.core.algos.losses import LOSS_TOKENS_PER_UPDATE
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
+
+DATA_SOURCE = "agentrl_demo_arith"
+PLUGIN_COMPONENTS = {
+    names.AGENT_LOOP,
+    names.TOOL_NAME,
+    names.REWARD_MANAGER,
+    names.POLICY_LOSS,
+    names.ADV_ESTIMATOR,
+    "AgentRLReplayBuffer",
+}
+
+
+def _rl_args(model: Path, inputs, run: Path, *extra: str) -> list[str]:
+    return [
+        "--model", str(model), "--data", str(inputs.rl_train), "--val-data", str(inputs.rl_val),
+        f"trainer.default_local_dir={run.parent / 'ckpt'}", f"trainer.rollout_data_dir={run / 'rollouts'}",
+        "data.shuffle=false",
+        *extra,
+    ]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _agent_ports() -> list[str]:
+    """A node's agents on free ports of their own, not the fixed defaults (the dashboard agent's is 52365): two raylets
+    of this test, and other tests' clusters on the other xdist worker, share one machine."""
+    agents = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port")
+    return [f"--{name}={_free_port()}" for name in (*agents, "metrics-export-port")]
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster():
+    """A Ray head (no logical GPU) and a second raylet holding the one logical GPU: the actor must run there."""
+    # A short temp dir: Ray's unix sockets live under it, and AF_UNIX paths stop at 107 bytes. Under pytest's basetemp
+    # (plus xdist's popen-gwN/) the second node's socket paths ran past that and its `ray start` failed.
+    temp = tempfile.mkdtemp(prefix="agentrl-ray-")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    address = f"127.0.0.1:{_free_port()}"
+    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    head = [ray_bin, "start", "--head", f"--port={address.split(':')[1]}", "--num-cpus=6", "--num-gpus=0",
+            f"--temp-dir={temp}", "--include-dashboard=false", f"--ray-client-server-port={_free_port()}",
+            *common, *_agent_ports()]  # fmt: skip
+    # 6 CPUs: the actor bundle (1 logical GPU + 3 CPUs, STRICT_PACK) must fit even when other actors land here.
+    worker = [ray_bin, "start", f"--address={address}", "--num-cpus=6", "--num-gpus=1", *common, *_agent_ports()]
+    try:
+        for command in (head, worker):
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
+        yield address
+    finally:
+        stop_processes_mentioning(temp)  # this cluster only (`ray stop` would stop every Ray on the machine)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_verl_prints_its_own_step_logs(two_node_run: Path) -> None:
+    log = (two_node_run / "log.txt").read_text()
+    assert "step:1 - " in log and "step:2 - " in log
+
+
+def test_every_plugin_component_ran_inside_ray_workers(two_node_run: Path) -> None:
+    markers = trace.read(two_node_run / "trace")
+    ran = {m["component"] for m in markers}
+    assert ran >= PLUGIN_COMPONENTS, PLUGIN_COMPONENTS - ran
+    assert all(m["ray_node"] for m in markers if m["component"] in PLUGIN_COMPONENTS)  # inside Ray, not the driver
+    tool = next(m for m in markers if m["component"] == names.TOOL_NAME)
+    assert tool["sandbox"] == "LocalSandbox"  # bubblewrap pool: the recipe's default backend
+
+
+def test_the_plugin_reached_the_second_node(two_node_run: Path) -> None:
+    markers = trace.read(two_node_run / "trace")
+    nodes = {m["ray_node"] for m in markers}
+    loss_nodes = {m["ray_node"] for m in markers if m["component"] == names.POLICY_LOSS}
+    assert len(nodes) == 2, nodes  # components ran on both raylets
+    assert loss_nodes and loss_nodes != {m["ray_node"] for m in markers if m["component"] == "AgentRLReplayBuffer"}
+
+
+def test_plugin_metrics_reach_verls_tracker(two_node_run: Path) -> None:
+    step = metrics(two_node_run)[2]
+    for prefix in ("agentrl_tools/", "training/masks/", f"reward/{DATA_SOURCE}/"):
+        assert any(k.startswith(prefix) for k in step), (prefix, sorted(step))
+    for key in ("actor/pg_clipfrac_low", "actor/pg_clipfrac_high", "actor/pg_clipfrac_dual"):
+        assert key in step
+
+
+def test_the_update_is_real_and_the_replica_serves_it(killed_and_resumed: tuple[Path, Path]) -> None:
+    two_node_run, resumed = killed_and_resumed
+    steps = metrics(two_node_run)
+    # a step whose kept trajectories all have zero advantage (uniform groups) has no gradient: any of the three counts
+    every_step = [*steps.values(), *metrics(resumed).values()]
+    assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in every_step), every_step
+    # Step 2 rolled out after step 1's update: the replica's sampling log-probs equal the actor's recomputation
+    # only if it serves the updated weights (fp32 on both sides).
+    assert steps[2]["training/rollout_probs_diff_max"] < 1e-3, steps[2]["training/rollout_probs_diff_max"]
+
+
+def _wait_for_checkpoint(ckpt: Path, step: int, proc: subprocess.Popen, timeout: float) -> None:
+    tracker = ckpt / "latest_checkpointed_iteration.txt"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tracker.is_file() and tracker.read_text().strip() == str(step):
+            return
+        assert proc.poll() is None, "the run ended before its checkpoint"
+        time.sleep(1)
+    raise TimeoutError(f"no step-{step} checkpoint in {timeout:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(
+    cpu_sft_model: Path, cpu_inputs_dir, two_node_cluster: str, tmp_path_factory
+) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("rl_resume")
+    first, second = base / "first", base / "second"
+    extra = (
+        "trainer.total_training_steps=3", "trainer.save_freq=1", "agentrl.masks.overlong_filter=true",
+        # 96 response tokens: some two-turn answers no longer fit, so the overlong filter masks them.
+        "data.max_response_length=96",
+        # connecting to an existing cluster: its resources are the nodes', not ray.init's
+        "ray_kwargs.ray_init.num_cpus=null", "ray_kwargs.ray_init.num_gpus=null",
+    )  # fmt: skip
+    env = {"RAY_ADDRESS": two_node_cluster}
+    first.mkdir()
+    with open(first / "log.txt", "w") as log:
+        proc = subprocess.Popen(
+            launch_command("rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, first, *extra)),
+            cwd=REPO, env=launch_env(first, env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _wait_for_checkpoint(base / "ckpt", 2, proc, timeout=900)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the driver, mid-step 3; Ray ends the driver's job
+            proc.wait(timeout=60)
+    resumed = launch(
+        "rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, second, *extra), second, timeout=900,
+        extra_env=env,
+    )  # fmt: skip
+    assert resumed.returncode == 0, tail(resumed)
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def two_node_run(killed_and_resumed: tuple[Path, Path]) -> Path:
+    """Steps 1-2 of the run, before it was killed."""
+    return killed_and_resumed[0]
+
+
+def _prompts(run: Path, step: int) -> list[str]:
+    rows = [json.loads(line) for line in (run / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+    return sorted({r["input"] for r in rows})
+
+
+def test_a_killed_run_resumes_where_it_left_off(killed_and_resumed, cpu_inputs_dir) -> None:
+    first, second = killed_and_resumed
+    assert sorted(metrics(second)) == [3]  # only the missing step ran
+    trained = [_prompts(first, 1), _prompts(first, 2), _prompts(second, 3)]
+    assert all(trained) and len({tuple(p) for p in trained}) == 3  # three different batches: none twice
+
+
+def _updates_per_step() -> int:
+    cfg, _ = configs.compose("agentrl_rl_cpu")
+    actor = cfg.actor_rollout_ref.actor
+    return cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
+
+
+def test_a_mask_shrinks_verls_loss_denominator(killed_and_resumed) -> None:
+    """verl's own token-mean denominator (the engine's batch_num_tokens, as agentrl_tcr reports it) counts exactly the
+    response tokens the masks kept: fewer than the batch's response tokens (the denominator without a mask) when the
+    overlong filter fires, all of them when it does not."""
+    updates = _updates_per_step()
+    steps = [*metrics(killed_and_resumed[0]).values(), *metrics(killed_and_resumed[1]).values()]
+    fired = [s for s in steps if s["training/masks/overlong_filter_ratio"] > 0]
+    assert fired, "the overlong filter never fired; the run's response budget is meant to truncate some responses"
+    for step in steps:
+        assert step[LOSS_TOKENS_PER_UPDATE] * updates == step["training/masks/loss_tokens_kept"]
+        masked = step["training/masks/masked_trajectories"] > 0
+        assert (step["training/masks/loss_tokens_kept"] < step["training/masks/loss_tokens"]) == masked, step
