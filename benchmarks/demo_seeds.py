@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # demo/ is at the repository root, not installed
 from demo.demo import DemoSettings, run_demo
 
 
