@@ -15,7 +15,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import warnings
-from types import ModuleType
+from types import CodeType, ModuleType
 
 _CORE = (
     "agent_loop", "agent_loop_config", "algos", "compat", "config", "cpu", "generation", "log_filters", "names",
@@ -52,6 +52,10 @@ class _Alias(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         module.__spec__ = self.spec  # the import system set the alias's spec on it: give the module its own back
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        """``python -m <old name>`` (runpy) runs the module's code, as ``python -m <new name>`` does."""
+        return self.spec.loader.get_code(self.spec.name)
 
 
 class MovedFinder(importlib.abc.MetaPathFinder):

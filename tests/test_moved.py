@@ -4,6 +4,7 @@ a DeprecationWarning naming the new path — so copied configs that name old cla
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 import warnings
 
@@ -65,3 +66,12 @@ def test_the_longest_old_prefix_wins() -> None:
 def test_every_old_name_points_at_an_existing_module() -> None:
     for old, new in _moved.MOVED.items():
         assert importlib.util.find_spec(new) is not None, f"{old} -> {new}: no such module"
+
+
+def test_python_m_an_old_module_runs_it() -> None:
+    """``python -m agentrl_recipe.launch`` (the Makefile's and README's command before the move) still launches."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentrl_recipe.launch", "--help"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m agentrl_recipe.cli.launch")
