@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/sandbox.py --no-baseline        # the pool only (the cold baseline takes minutes)
 
 For each backend: latency p50/p99 one call at a time, and calls/s with ``--concurrency`` calls in flight (default: the
-CPU count). The baseline (``agentrl_recipe.core.tools.sandbox.bwrap.main_cold_run``) starts a new ``bwrap`` +
+CPU count). The baseline (:func:`main_cold_run`, here) starts a new ``bwrap`` +
 ``/usr/bin/python3`` per call with exactly the pool's namespaces, rlimits and seccomp filter, and nothing preloaded.
 Goals on 2 cores: pool >= 5x the baseline's calls/s, pool p50 <= 10 ms (issue 4); >= 150 trivial calls/s (issue 20).
 
@@ -26,6 +26,9 @@ import json
 import os
 import platform
 import resource
+import socket
+import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,8 +40,9 @@ from tqdm import tqdm
 
 from agentrl_recipe.core.config import SandboxConfig
 from agentrl_recipe.core.tools.sandbox.bench_calls import WORKLOADS, run_calls, summarize
-from agentrl_recipe.core.tools.sandbox.bwrap import main_cold_run
+from agentrl_recipe.core.tools.sandbox.bwrap import REPLY_SLACK_S, BwrapCommand, encode_request, result_from_reply
 from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
+from agentrl_recipe.core.tools.sandbox.types import ExecResult
 
 GOAL_CALLS_PER_S = 150.0
 GOAL_CORES = 2
@@ -119,6 +123,44 @@ def bench_spaced(sb: LocalSandbox, code: str, calls: int, gap_s: float) -> dict:
         statuses[sb.run(code).status] += 1
         latencies.append(time.perf_counter() - start)
     return summarize(latencies, sum(latencies), statuses)
+
+
+def main_cold_run(cfg: SandboxConfig, code: str, timeout_s: float = 30.0, memory_mb: int = 2048) -> ExecResult:
+    """One request in a freshly spawned bwrap sandbox with the pool's exact isolation and nothing preloaded.
+
+    The benchmark's baseline (what a spawn-per-call sandbox costs); not used by the recipe itself.
+    """
+    parent, child = socket.socketpair()
+    cmd = BwrapCommand(cfg, slots=0, preload=[], oneshot_fd=child.fileno())
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **cmd.popen_kwargs())
+        child.close()
+        parent.sendall(encode_request(code, None, timeout_s, memory_mb, {}))
+        reply = _read_frame_sync(parent)
+        proc.wait(timeout=timeout_s + REPLY_SLACK_S)
+    except (OSError, EOFError, subprocess.TimeoutExpired, ValueError) as exc:
+        return ExecResult.infra(f"cold sandbox failed: {exc}", time.monotonic() - start)
+    finally:
+        parent.close()
+        cmd.cleanup()
+    res = result_from_reply(reply, timeout_s, memory_mb, cfg.max_output_bytes)
+    res.duration_s = time.monotonic() - start
+    return res
+
+
+def _read_frame_sync(sock: socket.socket) -> dict:
+    def exact(n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError("sandbox closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    (n,) = struct.unpack(">I", exact(4))
+    return json.loads(exact(n))
 
 
 def bench_cold(cfg: SandboxConfig, code: str, calls: int, concurrency: int, desc: str) -> dict:

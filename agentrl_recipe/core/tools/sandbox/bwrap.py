@@ -1,5 +1,6 @@
 """The bubblewrap sandbox the ``local`` pool runs in: its command line, the wire format with the warm interpreter
-inside (4-byte big-endian length + JSON), and the benchmark's cold baseline (a fresh sandbox per call).
+inside (4-byte big-endian length + JSON). ``oneshot_fd`` serves one request without a pool: the benchmark's cold
+baseline (``benchmarks/sandbox.py``, a fresh sandbox per call) uses it.
 
 The sandbox as a whole: non-root uid (65534 when the host process is root — RLIMIT_NPROC means nothing for uid 0),
 user/pid/net/ipc/uts/cgroup namespaces, an empty tmpfs root holding only read-only /usr, the sandbox's own
@@ -19,7 +20,6 @@ import socket
 import struct
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -210,41 +210,3 @@ def result_from_reply(reply: dict[str, Any], timeout_s: float, memory_mb: int, m
         duration_s=float(reply.get("duration_s", 0.0)),
         message=message,
     )
-
-
-def main_cold_run(cfg: SandboxConfig, code: str, timeout_s: float = 30.0, memory_mb: int = 2048) -> ExecResult:
-    """One request in a freshly spawned bwrap sandbox with the pool's exact isolation and nothing preloaded.
-
-    The benchmark's baseline (what a spawn-per-call sandbox costs); not used by the recipe itself.
-    """
-    parent, child = socket.socketpair()
-    cmd = BwrapCommand(cfg, slots=0, preload=[], oneshot_fd=child.fileno())
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(cmd.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **cmd.popen_kwargs())
-        child.close()
-        parent.sendall(encode_request(code, None, timeout_s, memory_mb, {}))
-        reply = _read_frame_sync(parent)
-        proc.wait(timeout=timeout_s + REPLY_SLACK_S)
-    except (OSError, EOFError, subprocess.TimeoutExpired, ValueError) as exc:
-        return ExecResult.infra(f"cold sandbox failed: {exc}", time.monotonic() - start)
-    finally:
-        parent.close()
-        cmd.cleanup()
-    res = result_from_reply(reply, timeout_s, memory_mb, cfg.max_output_bytes)
-    res.duration_s = time.monotonic() - start
-    return res
-
-
-def _read_frame_sync(sock: socket.socket) -> dict[str, Any]:
-    def exact(n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise EOFError("sandbox closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    (n,) = struct.unpack(">I", exact(4))
-    return json.loads(exact(n))
