@@ -40,6 +40,7 @@ class CPUInputSizes:
     val_problems: int = 16
     hidden_size: int = 64
     num_layers: int = 2
+    initializer_range: float = 0.02  # the tiny model's init std (the demo: 0.06, see DemoSettings)
     # Fraction of SFT problems the teacher solves with the right operator; below 1 its wrong (but really executed)
     # trajectories are kept too, leaving the SFT model room that RL can close (the demo's setting; 1 = verified only).
     teacher_accuracy: float = 1.0
@@ -68,7 +69,12 @@ def prepare(out_dir: Path = DEFAULT_DIR, sizes: CPUInputSizes = CPUInputSizes())
     )
     sft_problems, rl_problems = train[: sizes.sft_problems], train[sizes.sft_problems :]
     demo_task.build_task_model(
-        paths.model, sft_problems, seed=sizes.seed, hidden_size=sizes.hidden_size, num_layers=sizes.num_layers
+        paths.model,
+        sft_problems,
+        seed=sizes.seed,
+        hidden_size=sizes.hidden_size,
+        num_layers=sizes.num_layers,
+        initializer_range=sizes.initializer_range,
     )
     keep_wrong = sizes.teacher_accuracy < 1.0
     teacher = asyncio.run(demo_task.teacher_sft_set(paths.model, sft_problems, paths.sft, keep_wrong=keep_wrong))

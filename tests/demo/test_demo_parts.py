@@ -22,6 +22,7 @@ def test_splits_are_deterministic_disjoint_and_correct() -> None:
     for p in [*train[:50], *heldout]:
         assert str(eval(p.code.removeprefix("print(").removesuffix(")"))) == p.answer  # the program prints the answer
         assert int(p.answer) >= 0
+        assert p.call_text == f"Let me compute {p.code.removeprefix('print(').removesuffix(')')}."  # states it first
     with pytest.raises(ValueError, match="distinct held-out problems"):
         demo_task.make_splits(10, 10_000)
 
