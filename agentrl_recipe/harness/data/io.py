@@ -1,75 +1,24 @@
 """Reading sources and writing outputs safely: atomic files, resumable JSONL logs, cached stages, rejects files.
 
 A source is a local file (``.parquet``, ``.jsonl``, ``.json``), a folder of such files, or a Hugging Face hub id
-(optionally ``id:split``), loaded with :func:`datasets.load_dataset`. Every output is written to a temp file in the
-same folder and renamed into place, so a killed run leaves either the old file or the new one, never half of one.
+(optionally ``id:split``), loaded with :func:`datasets.load_dataset`. Every output is written through
+:mod:`agentrl_recipe.core.io` (temp file + rename), so a killed run leaves either the old file or the new one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agentrl_recipe.core.io import atomic_write_json, atomic_write_parquet  # cli/launch.py imports the latter from here
+
 LOCAL_SUFFIXES = (".parquet", ".jsonl", ".json")
-
-
-# ----------------------------------------------------------------------------------------------- atomic writes
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temp path next to ``path``; on success rename it over ``path`` (on error remove it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.replace(tmp_path, path)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
-
-
-def atomic_write_jsonl(path: str | os.PathLike, records: Iterable[Any]) -> None:
-    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
-
-
-def atomic_write_parquet(path: str | os.PathLike, rows: list[dict[str, Any]], *, allow_empty: bool = False) -> None:
-    """Write ``rows`` (list of dicts) as one parquet file; struct columns get the union of the rows' keys."""
-    if not rows and not allow_empty:
-        raise ValueError(f"refusing to write {path}: no rows")
-    table = pa.Table.from_pylist(rows) if rows else pa.table({})
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
-
-
-def save_figure(fig: Any, path: str | os.PathLike) -> None:
-    """Save a matplotlib figure as PNG atomically and close it."""
-    import matplotlib.pyplot as plt
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------------------------- reading sources
@@ -162,7 +111,7 @@ def is_up_to_date(output: str | os.PathLike, key: str) -> bool:
 
 
 def mark_done(output: str | os.PathLike, key: str, **info: Any) -> None:
-    atomic_write_json(meta_path(output), {"fingerprint": key, **info})
+    atomic_write_json(meta_path(output), {"fingerprint": key, **info}, sort_keys=True)
 
 
 def cached_rows(path: Path, key: str, build: Callable[[], list[dict]]) -> tuple[list[dict], bool]:

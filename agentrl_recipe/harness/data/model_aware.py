@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from agentrl_recipe.harness.data.io import atomic_write_parquet, fingerprint, is_up_to_date, mark_done, read_local_file
+from agentrl_recipe.core.io import atomic_write_parquet
+from agentrl_recipe.harness.data.io import fingerprint, is_up_to_date, mark_done, read_local_file
 from agentrl_recipe.harness.data.rollouts import add_rollout_arguments, load_problems, progress_log, run_problems
 from agentrl_recipe.harness.data.stats import plot_bar_comparison, write_report
 

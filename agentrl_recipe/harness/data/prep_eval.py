@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.io import atomic_write_parquet
 from agentrl_recipe.harness.data import prompts
 from agentrl_recipe.harness.data.io import (
-    atomic_write_parquet,
     fingerprint,
     is_up_to_date,
     load_source,

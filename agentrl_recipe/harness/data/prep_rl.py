@@ -25,11 +25,10 @@ import numpy as np
 from tqdm import tqdm
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.io import atomic_write_jsonl, atomic_write_parquet
 from agentrl_recipe.core.rewards.assert_tests import AssertTests
 from agentrl_recipe.harness.data import prompts, released
 from agentrl_recipe.harness.data.io import (
-    atomic_write_jsonl,
-    atomic_write_parquet,
     cached_rows,
     fingerprint,
     is_up_to_date,

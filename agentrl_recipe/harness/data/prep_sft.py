@@ -22,8 +22,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from agentrl_recipe.core.io import atomic_write_parquet
 from agentrl_recipe.harness.data.io import (
-    atomic_write_parquet,
     fingerprint,
     is_up_to_date,
     load_source,

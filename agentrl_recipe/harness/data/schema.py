@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.io import atomic_write_jsonl
 from agentrl_recipe.core.rewards.assert_tests import AssertTests, is_assert_form
 from agentrl_recipe.core.rewards.code_grading import CodeTests
-from agentrl_recipe.harness.data.io import atomic_write_jsonl
 
 PROMPT_ROLES = ("system", "user", "assistant")
 SFT_ROLES = ("system", "user", "assistant", "tool")

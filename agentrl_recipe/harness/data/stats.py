@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from agentrl_recipe.harness.data.io import atomic_write_json, save_figure
+from agentrl_recipe.core.io import atomic_write_json, save_figure
 
 
 def _pyplot():
@@ -47,7 +47,7 @@ def plot_length_histogram(path: Path, lengths: Mapping[str, Sequence[float]], *,
     ax.set_xlabel(f"prompt length ({unit})")
     ax.set_ylabel("rows")
     ax.set_title(title)
-    save_figure(fig, path)
+    save_figure(fig, path, bbox_inches="tight")
 
 
 def plot_bar_comparison(
@@ -64,8 +64,8 @@ def plot_bar_comparison(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
-    save_figure(fig, path)
+    save_figure(fig, path, bbox_inches="tight")
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
-    atomic_write_json(path, report)
+    atomic_write_json(path, report, sort_keys=True)

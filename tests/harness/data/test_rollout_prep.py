@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.io import atomic_write_parquet
 from agentrl_recipe.harness.data import model_aware
 from agentrl_recipe.harness.data.generate import add_generate_arguments, cmd_generate
-from agentrl_recipe.harness.data.io import atomic_write_parquet
 from agentrl_recipe.harness.data.rows import rl_row
 
 # question -> (answer, how many of the 4 samples answer correctly)

@@ -1,16 +1,15 @@
-"""Schema validation (errors name file, row, field; rejects file), atomic writes and the resumable JSONL log."""
+"""Schema validation (errors name file, row, field; rejects file) and the resumable JSONL log."""
 
 from __future__ import annotations
 
 import json
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from agentrl_recipe import cli
 from agentrl_recipe.core import names
-from agentrl_recipe.harness.data.io import JsonlLog, atomic_path, atomic_write_parquet
+from agentrl_recipe.core.io import atomic_write_parquet
+from agentrl_recipe.harness.data.io import JsonlLog
 from agentrl_recipe.harness.data.rows import rl_row
 from agentrl_recipe.harness.data.schema import RowSink, rejects_path, validate_file, validate_rl_row, validate_sft_row
 
@@ -125,16 +124,6 @@ def test_validate_file_and_cli(tmp_path, capsys) -> None:
     assert [(e.row, e.field) for e in errors] == [(1, "agent_name")]
     assert cli.main(["data", "validate", "rl", str(path)]) == 1
     assert "row 1: field 'agent_name'" in capsys.readouterr().out
-
-
-def test_atomic_path_leaves_old_file_on_error(tmp_path) -> None:
-    path = tmp_path / "out.parquet"
-    atomic_write_parquet(path, [{"a": 1}])
-    with pytest.raises(RuntimeError), atomic_path(path) as tmp:
-        pq.write_table(pa.table({"a": [2]}), tmp)
-        raise RuntimeError("killed mid-write")
-    assert pq.read_table(path).to_pylist() == [{"a": 1}]
-    assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]  # no temp file left behind
 
 
 def test_jsonl_log_survives_a_torn_last_line(tmp_path) -> None:
