@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # demo/ is at the repository root, not installed
+from agentrl_recipe.core.io import atomic_write_text
 from demo.demo import DemoSettings, run_demo
 
 
@@ -73,9 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         settings_cls = DemoSettings.fast if args.fast else DemoSettings
         result = run_demo(settings_cls(out=str(out / f"seed{seed}"), seed=seed))
         rows.append(row(seed, result))
-        tmp = out / "seeds.json.tmp"
-        tmp.write_text(json.dumps(rows, indent=2))
-        tmp.replace(out / "seeds.json")
+        atomic_write_text(out / "seeds.json", json.dumps(rows, indent=2))
     print("\n" + table(rows))
     return 0 if all(r["separated"] for r in rows) else 1
 

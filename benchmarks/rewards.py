@@ -17,7 +17,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentrl_recipe.core.config import SandboxConfig
+from agentrl_recipe.core.io import atomic_write_text
 from agentrl_recipe.core.rewards import scoring
 from agentrl_recipe.core.rewards.code_grading import CodeTests, agrade_program
 
@@ -127,14 +127,6 @@ async def bench_code(n_programs: int, n_tests: int, cfg: SandboxConfig, concurre
     return results
 
 
-def write_atomic(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=2)
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--math-n", type=int, default=20_000, help="strict math responses to score")
@@ -166,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"code per-test:      {per['tests_per_s']:,.1f} tests/s")
     print(f"  ratio one-execution / per-test = {code['ratio_one_execution_over_per_test']:,.1f}x")
     if args.out:
-        write_atomic(args.out, report)
+        atomic_write_text(args.out, json.dumps(report, indent=2))
         print(f"wrote {args.out}")
     return 0
 

@@ -30,7 +30,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentrl_recipe.core.config import SandboxConfig
+from agentrl_recipe.core.io import atomic_write_text
 from agentrl_recipe.core.tools.sandbox.bench_calls import WORKLOADS, run_calls, summarize
 from agentrl_recipe.core.tools.sandbox.bwrap import REPLY_SLACK_S, BwrapCommand, encode_request, result_from_reply
 from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
@@ -279,11 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     judge(report, args.workload == "trivial")
     show(report, args, code)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=args.json.parent, prefix=args.json.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(report, f, indent=2)
-        os.replace(tmp, args.json)
+        atomic_write_text(args.json, json.dumps(report, indent=2))
     return 0
 
 

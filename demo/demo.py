@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe.core.io import atomic_write_text
 from agentrl_recipe.harness import cpu_inputs
 from demo import demo_report, demo_runs
 
@@ -211,9 +212,9 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
         "eval_before": before,
         "eval_after": after,
     }
-    _atomic_write(out / "steps.md", demo_report.table(rl))
+    atomic_write_text(out / "steps.md", demo_report.table(rl))
     demo_report.plot(sft, rl, before, after, out / "curves.png")
-    _atomic_write(out / "demo.json", json.dumps(result, indent=2, default=str))
+    atomic_write_text(out / "demo.json", json.dumps(result, indent=2, default=str))
     (lo_b, hi_b), (lo_a, hi_a) = before[f"avg@{k}_ci95"], after[f"avg@{k}_ci95"]
     print(
         f"\nheld-out avg@{k}: {before[f'avg@{k}']:.3f} [{lo_b:.3f}, {hi_b:.3f}] after SFT -> "
@@ -222,12 +223,6 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
         flush=True,
     )
     return result
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

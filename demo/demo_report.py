@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe.core.io import save_figure
 from agentrl_recipe.harness.demo_task import DATA_SOURCE
 
 # (verl metrics key, table header, format) — the GRPO-TCR step table.
@@ -104,8 +105,5 @@ def plot(
     ax.set_xticks([0, 1], ["SFT", "SFT + GRPO-TCR"])
     ax.set(title=f"held-out avg@{k} (95% bootstrap CI)", ylim=(0, 1))
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path, dpi=100)
     return path

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.io import atomic_write_text
 
 _marked: set[str] = set()
 
@@ -28,11 +29,8 @@ def mark(component: str, **details: Any) -> None:
     _marked.add(component)
     host, pid = socket.gethostname(), os.getpid()
     path = Path(directory) / f"{component}@{host}-{pid}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     marker = {"component": component, "host": host, "pid": pid, "ray_node": _ray_node_id(), **details}
-    tmp.write_text(json.dumps(marker, default=str))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(marker, default=str))
 
 
 def _ray_node_id() -> str | None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.io import atomic_path, atomic_write_jsonl
 
 DATA_SOURCE = "agentrl_demo_arith"  # no "code"/"gpqa" in it -> scoring.task_kind routes it to the math scorer
 ABILITY = "math"
@@ -225,20 +226,14 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     """Atomic parquet write (temp + rename). Nested columns stay nested; tool-call arguments are JSON objects."""
     import pandas as pd
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    pd.DataFrame(list(rows)).to_parquet(tmp, index=False)
-    tmp.replace(path)
-    return path
+    with atomic_path(path) as tmp:
+        pd.DataFrame(list(rows)).to_parquet(tmp, index=False)
+    return Path(path)
 
 
 def dump_jsonl(rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(path)
-    return path
+    atomic_write_jsonl(path, rows, ensure_ascii=True, default=None)
+    return Path(path)
 
 
 # ---------------------------------------------------------------------------------------------------- model and SFT set

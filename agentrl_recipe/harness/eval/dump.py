@@ -20,6 +20,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe.core import io as core_io
+from agentrl_recipe.core.io import atomic_write_text as atomic_write_text  # runner and generate import it from here
+
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, int]
@@ -121,17 +124,6 @@ class RolloutDump:
         return len(lines)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default) + "\n")
+    """JSON as eval writes it (indent 2, keys in insertion order, numpy values as plain ones), atomically."""
+    core_io.atomic_write_json(path, obj, default=_json_default)

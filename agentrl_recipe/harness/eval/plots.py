@@ -14,15 +14,13 @@ import itertools
 
 import matplotlib.pyplot as plt
 
+from agentrl_recipe.core.io import save_figure
 from agentrl_recipe.harness.eval.report import display_name
 
 
 def _save(fig: Any, path: Path) -> Path:
-    tmp = path.with_name(f".{path.stem}.tmp.{os.getpid()}.png")
     fig.tight_layout()
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path, dpi=110)
     return path
 
 
