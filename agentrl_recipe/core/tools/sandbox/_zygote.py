@@ -13,6 +13,8 @@ network, read-only minimal filesystem, cleared environment), with its sibling mo
                                 seccomp; set up BEFORE its request arrives, then exec()s the model's code as
                                 __main__ in a fresh module, reports its status and exits  (_zygote_run)
 
+S relays each request to its G and the reply back to the host in :mod:`_zygote_relay`.
+
 Why two: a fork and an exit cost the kernel time per mapping of the forking process, and pandas + sklearn (with the
 scipy modules they pull in) triple the interpreter's ~270 mappings. Runs that import them go to the heavy tier (the
 host routes by the code's imports, :mod:`agentrl_recipe.core.tools.sandbox.preload`); every other run forks from a

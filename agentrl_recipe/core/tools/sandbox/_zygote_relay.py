@@ -1,0 +1,185 @@
+"""One run's request and reply, as the slot supervisor S relays them (standard library only, runs in the sandbox).
+
+S hands the request to the run G (:mod:`_zygote_run`), feeds its stdin, drains stdout/stderr under the output cap,
+enforces the wall deadline (killing G when it passes, or when the host hangs up) and replies with the outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import time
+
+from _zygote_kernel import Settings, frame, recv_frame, send_msg, write_all
+from _zygote_run import Pipes
+
+NO_OUTPUT_GRACE_S = 5.0  # pipes still open this long after the run ended: give up on the rest
+
+
+class Capture:
+    """S's view of one run's output: bytes kept per stream, and whether the cap was hit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.bufs: dict[int, bytearray] = {}
+        self.truncated = False
+
+    def add(self, fd: int, chunk: bytes) -> bool:
+        """Keep ``chunk``; False once the stream is over the cap (the run must be stopped)."""
+        buf = self.bufs.setdefault(fd, bytearray())
+        room = self.limit - len(buf)
+        buf += chunk[:room]
+        if len(chunk) > room:
+            self.truncated = True
+            return False
+        return True
+
+    def drain_available(self, fds: list[int]) -> None:
+        """Read what is already in the pipes without waiting (after the run reported it is done)."""
+        for fd in fds:
+            os.set_blocking(fd, False)
+            try:
+                while chunk := os.read(fd, 1 << 16):
+                    if not self.add(fd, chunk):
+                        break
+            except BlockingIOError:
+                pass
+
+    def text(self, fd: int) -> str:
+        return bytes(self.bufs.get(fd, b"")).decode("utf-8", "replace")
+
+
+class Run:
+    """S's state of the run in flight: G's pid, its exit status once known, and whether S killed it and why."""
+
+    def __init__(self, g_pid: int, timeout_s: float) -> None:
+        self.g_pid = g_pid
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout_s
+        self.wstatus: int | None = None
+        self.ended_at: float | None = None
+        self.killed = self.timed_out = False
+
+    def kill(self) -> None:
+        if not self.killed:
+            self.killed = True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.g_pid, signal.SIGKILL)
+
+    def ended(self, wstatus: int) -> None:
+        if self.wstatus is None:
+            self.wstatus, self.ended_at = wstatus, time.monotonic()
+
+
+def serve_one(conn: socket.socket, st: Settings, g_pid: int, isolation: dict, pipes: Pipes) -> None:
+    """S: relay one request to G, drain and cap its output, enforce the wall deadline, reply."""
+    try:
+        raw = recv_frame(conn.fileno())
+        request = json.loads(raw)
+    except (EOFError, OSError, ValueError):
+        return
+    run = Run(g_pid, float(request["timeout_s"]))
+    with contextlib.suppress(BrokenPipeError):  # the run died before taking its request: its status says how
+        write_all(pipes.ctl_w, frame(raw))  # as the host sent it: G parses it once
+    os.close(pipes.ctl_w)
+    pipes.ctl_w = -1
+    cap = Capture(st.max_output)
+    relay(conn, run, pipes, cap, (request.get("stdin") or "").encode())
+    reply = {
+        "stdout": cap.text(pipes.out_r),
+        "stderr": cap.text(pipes.err_r),
+        "truncated": cap.truncated,
+        "duration_s": (run.ended_at or time.monotonic()) - run.start,
+        "isolation": isolation,
+        **_outcome(run, cap),
+    }
+    with contextlib.suppress(OSError):
+        send_msg(conn.fileno(), reply)
+
+
+def _outcome(run: Run, cap: Capture) -> dict:
+    exit_code, cpu_limited = None, False
+    wstatus = run.wstatus
+    if wstatus is not None and not (run.timed_out or cap.truncated):
+        if os.WIFEXITED(wstatus):
+            exit_code = os.WEXITSTATUS(wstatus)
+        elif os.WIFSIGNALED(wstatus):
+            exit_code = -os.WTERMSIG(wstatus)
+            cpu_limited = -exit_code == signal.SIGXCPU  # RLIMIT_CPU's soft limit
+    lost = wstatus is None and not (run.timed_out or cap.truncated or run.killed)
+    return {"exit_code": exit_code, "timed_out": run.timed_out, "cpu_limited": cpu_limited, "lost": lost}
+
+
+def relay(conn: socket.socket, run: Run, pipes: Pipes, cap: Capture, stdin: bytes) -> None:
+    """Feed stdin, drain stdout/stderr into ``cap`` and wait for G's status, until it ended or was killed."""
+    streams = [pipes.out_r, pipes.err_r]
+    g_exit = os.pidfd_open(run.g_pid)  # readable once G has exited
+    poller = select.poll()
+    for fd in (*streams, pipes.rep_r, g_exit, conn.fileno()):  # conn: the host hanging up cancels the run
+        poller.register(fd, select.POLLIN)
+    if stdin:
+        os.set_blocking(pipes.in_w, False)
+        poller.register(pipes.in_w, select.POLLOUT)
+    else:
+        os.close(pipes.in_w)
+        pipes.in_w = -1
+    open_streams, sent, status = set(streams), 0, b""
+    try:
+        while run.wstatus is None or open_streams:
+            now = time.monotonic()
+            if now >= run.deadline and not run.killed:
+                run.timed_out = True
+                run.kill()
+            done = run.killed or run.wstatus is not None
+            events = poller.poll(int(1000 * (NO_OUTPUT_GRACE_S if done else run.deadline - now)) + 1)
+            if not events and done:
+                break
+            for fd, _ in events:
+                if fd == conn.fileno():
+                    run.kill()
+                    poller.unregister(fd)
+                elif fd == pipes.in_w:
+                    sent = _feed(pipes, poller, stdin, sent)
+                elif fd == pipes.rep_r:
+                    chunk = os.read(fd, 4)
+                    status += chunk
+                    if not chunk:
+                        poller.unregister(fd)
+                    elif len(status) >= 4 and run.wstatus is None:
+                        run.ended(struct.unpack(">i", status[:4])[0])
+                        if not run.killed:  # all G wrote before reporting is in the pipes already: take it
+                            cap.drain_available(streams)
+                        open_streams.clear()
+                elif fd == g_exit:
+                    poller.unregister(fd)
+                    pid, wstatus = os.waitpid(run.g_pid, os.WNOHANG)
+                    if pid:
+                        run.ended(wstatus)
+                else:
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        poller.unregister(fd)
+                        open_streams.discard(fd)
+                    elif not cap.add(fd, chunk):
+                        run.kill()
+    finally:
+        os.close(g_exit)
+
+
+def _feed(pipes: Pipes, poller: select.poll, stdin: bytes, sent: int) -> int:
+    try:
+        sent += os.write(pipes.in_w, stdin[sent : sent + (1 << 16)])
+    except BlockingIOError:
+        return sent
+    except BrokenPipeError:  # the code stopped reading its input: fine
+        sent = len(stdin)
+    if sent >= len(stdin):
+        poller.unregister(pipes.in_w)
+        os.close(pipes.in_w)
+        pipes.in_w = -1
+    return sent
