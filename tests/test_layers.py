@@ -29,8 +29,6 @@ ALLOWED_UP = {("agentrl_recipe.cli", "demo.demo")}
 # Import cycles that exist today and are to be broken next (issue 19); any other cycle fails. Remove an entry when its
 # cycle is gone (test_known_cycles_still_exist says so).
 KNOWN_CYCLES = {
-    frozenset({"agentrl_recipe.harness.eval.runner", "agentrl_recipe.harness.eval.generate"}),
-    frozenset({"agentrl_recipe.harness.data.generate", "agentrl_recipe.harness.data.prep_sft"}),
 }
 
 MODULE_STRING = re.compile(r"(?:pkg:(?://)?)?((?:agentrl_recipe|demo)(?:\.[A-Za-z_]\w*)+)(?::[A-Za-z_]\w*)?")

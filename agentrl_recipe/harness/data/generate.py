@@ -32,6 +32,8 @@ from agentrl_recipe.harness.data.rollouts import (
 from agentrl_recipe.harness.data.rows import ConvertError
 from agentrl_recipe.harness.data.schema import RowSink, validate_sft_row
 from agentrl_recipe.harness.data.sft_format import load_tool_schemas, normalize_messages, sft_row
+from agentrl_recipe.harness.data.sft_output import finish_sft
+from agentrl_recipe.harness.data.stats import write_report
 from agentrl_recipe.harness.data.text import normalize_text
 
 GENERATE_VERSION = 1
@@ -146,9 +148,6 @@ def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, A
     tools = load_tool_schemas(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path)
     log = progress_log(out, ".progress.jsonl")
     run_problems(args, problems, log, summarize_problem(args, tools), desc="generate", client=client)
-
-    from agentrl_recipe.harness.data.prep_sft import finish_sft
-
     sink = RowSink("sft", out)
     reasons: Counter[str] = Counter()
     wanted = {k for k, _ in problems}
@@ -170,8 +169,6 @@ def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, A
         **tool_metrics(records),
     }
     if not sink.rows:
-        from agentrl_recipe.harness.data.stats import write_report
-
         write_report(out.with_suffix(".stats.json"), {**report, "rows_written": 0})
         sink.write_rejects()
         raise SystemExit(f"no trajectory passed verification and the filters; see {out.with_suffix('.stats.json')}")

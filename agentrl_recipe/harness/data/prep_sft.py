@@ -14,92 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from agentrl_recipe.core.io import atomic_write_parquet
-from agentrl_recipe.harness.data.io import (
-    fingerprint,
-    is_up_to_date,
-    load_source,
-    mark_done,
-    source_fingerprint,
-)
+from agentrl_recipe.core.tools.sandbox import get_sandbox
+from agentrl_recipe.harness.data.generate import add_generate_arguments, cmd_generate
+from agentrl_recipe.harness.data.io import fingerprint, is_up_to_date, load_source, mark_done, source_fingerprint
 from agentrl_recipe.harness.data.rows import ConvertError, get_field
 from agentrl_recipe.harness.data.schema import RowSink, drop_arrow_nulls
-from agentrl_recipe.harness.data.sft_format import (
-    DEFAULT_TOOL_CONFIG,
-    check_with_verl_dataset,
-    code_call,
-    load_tool_schemas,
-    normalize_messages,
-    sft_row,
-)
-from agentrl_recipe.harness.data.stats import plot_length_histogram, summarize, write_report
-from agentrl_recipe.harness.data.text import exact_key
+from agentrl_recipe.harness.data.sft_format import DEFAULT_TOOL_CONFIG, load_tool_schemas, normalize_messages, sft_row
+from agentrl_recipe.harness.data.sft_output import finish_sft
+from agentrl_recipe.harness.data.stitch import stitch, synth_problem_and_solution
 
 SFT_VERSION = 1
-
-
-# ----------------------------------------------------------------------------------------------- shared finish
-def trajectory_key(row: dict) -> str:
-    return exact_key(json.dumps(row["messages"], sort_keys=True, ensure_ascii=False))
-
-
-def finish_sft(sink: RowSink, *, tokenizer: str | None, report: dict[str, Any], dedup: bool = True) -> dict[str, Any]:
-    """Dedup, check with verl's dataset (rows it cannot load become rejects), write parquet + rejects + stats."""
-    out = sink.output
-    rows = sink.rows
-    if dedup:
-        seen: set[str] = set()
-        unique = []
-        for row in rows:
-            key = trajectory_key(row)
-            if key not in seen:
-                seen.add(key)
-                unique.append(row)
-        report["duplicates_removed"] = len(rows) - len(unique)
-        rows = unique
-    if tokenizer and rows:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-            candidate = Path(tmp) / "candidate.parquet"
-            atomic_write_parquet(candidate, rows)
-            failures = check_with_verl_dataset(candidate, tokenizer)
-        for i, error in sorted(failures.items()):
-            sink.reject(file=str(out), row_no=i, field="messages", error=error, row=rows[i])
-        rows = [r for i, r in enumerate(rows) if i not in failures]
-        report["verl_check"] = {"tokenizer": str(tokenizer), "failed": len(failures), "passed": len(rows)}
-    if not rows:
-        sink.write_rejects()
-        raise SystemExit(f"no valid SFT rows for {out}; see {sink.write_rejects()}")
-    turns = [sum(m["role"] == "assistant" for m in r["messages"]) for r in rows]
-    calls = [sum(len(m.get("tool_calls") or []) for m in r["messages"]) for r in rows]
-    chars = [sum(len(m.get("content") or "") for m in r["messages"]) for r in rows]
-    report.update(
-        rows_written=len(rows),
-        rejected=len(sink.rejects),
-        reject_reasons=sink.reason_counts(),
-        assistant_turns=summarize(turns),
-        tool_calls=summarize(calls),
-        with_tool_calls=sum(c > 0 for c in calls),
-        characters=summarize(chars),
-        rejects_file=str(sink.write_rejects()),
-    )
-    plot_length_histogram(
-        out.with_suffix(".length.png"),
-        {"trajectories": chars},
-        unit="characters",
-        title=f"{out.name}: trajectory length",
-    )
-    write_report(out.with_suffix(".stats.json"), report)
-    atomic_write_parquet(out, rows)
-    return report
 
 
 # ----------------------------------------------------------------------------------------------- convert
@@ -140,86 +70,6 @@ def cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------- synthesize
-SEGMENT = re.compile(
-    r"<code>(?P<code>.*?)</code>|<interpreter>(?P<out>.*?)</interpreter>|<answer>(?P<answer>.*?)</answer>"
-    r"|```(?:python|py)\n(?P<md>.*?)```",
-    re.DOTALL,
-)
-FENCE = re.compile(r"```(?:python|py)?\n?(.*?)```", re.DOTALL)
-RETOOL_QUESTION = "*user question:*"
-
-
-def _strip_fence(code: str) -> str:
-    m = FENCE.search(code)
-    return (m.group(1) if m else code).strip()
-
-
-def stitch(problem: str, solution: str, *, run_code: Any, execute: str) -> list[dict[str, Any]]:
-    """Split a long-CoT solution at its code blocks into assistant/tool turns.
-
-    ``<code>`` or a python fence → an assistant turn (the text before it) with a code_interpreter call; the tool turn is
-    the following ``<interpreter>`` block, or (``execute="missing"`` / ``"all"``) the code's real output from our
-    sandbox; ``<answer>`` (or the trailing text) → the final assistant turn.
-    """
-    messages: list[dict[str, Any]] = [{"role": "user", "content": problem}]
-    pos, text_buf, pending_code = 0, "", None
-    final = None
-
-    def flush_call(output: str | None) -> None:
-        nonlocal text_buf, pending_code
-        if output is None and execute == "never":
-            raise ConvertError("solution", "code block with no <interpreter> output and --execute never")
-        if output is None or execute == "all":
-            output = run_code(pending_code)
-        messages.append({"role": "assistant", "content": text_buf.strip(), "tool_calls": [code_call(pending_code)]})
-        messages.append({"role": "tool", "content": output.strip()})
-        text_buf, pending_code = "", None
-
-    for m in SEGMENT.finditer(solution):
-        between = solution[pos : m.start()]
-        pos = m.end()
-        if m.group("out") is not None:
-            if pending_code is None:
-                raise ConvertError("solution", "<interpreter> block without a preceding code block")
-            flush_call(m.group("out"))
-            continue
-        if pending_code is not None:  # a code block not followed by its output: the output comes from our sandbox
-            flush_call(None)
-        text_buf += between
-        if m.group("answer") is not None:
-            final = (text_buf + m.group("answer")).strip()
-            text_buf = ""
-            break
-        code = _strip_fence(m.group("code")) if m.group("code") is not None else m.group("md").strip()
-        if not code:
-            raise ConvertError("solution", "empty code block")
-        pending_code = code
-    if pending_code is not None:
-        flush_call(None)
-    if final is None:
-        final = (text_buf + solution[pos:]).strip()
-    if not final:
-        raise ConvertError("solution", "no final answer text after the last tool call")
-    messages.append({"role": "assistant", "content": final})
-    return messages
-
-
-def synth_problem_and_solution(row: dict) -> tuple[str, str]:
-    """(problem, solution) from a ReTool-SFT row (messages with ``*user question:*``) or a problem/solution row."""
-    if "messages" in row:
-        msgs = row["messages"]
-        user = get_field({"m": msgs}, "m.0.content")
-        solution = get_field({"m": msgs}, "m.1.content")
-        i = user.find(RETOOL_QUESTION)
-        problem = user[i + len(RETOOL_QUESTION) :] if i != -1 else user
-        return problem.replace("<answer>", "").replace("</answer>", "").strip(), solution
-    for pk in ("problem", "question", "Problem"):
-        for sk in ("solution", "answer_cot", "response", "Solution"):
-            if isinstance(row.get(pk), str) and isinstance(row.get(sk), str):
-                return row[pk].strip(), row[sk]
-    raise ConvertError("messages", "need ReTool-style messages or problem/solution columns")
-
-
 def cmd_synthesize(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     key = fingerprint(
@@ -243,8 +93,6 @@ def cmd_synthesize(args: argparse.Namespace) -> dict[str, Any]:
     def run_code(code: str) -> str:
         nonlocal sandbox
         if sandbox is None:
-            from agentrl_recipe.core.tools.sandbox import get_sandbox
-
             sandbox = get_sandbox()
         res = sandbox.run(code, timeout_s=args.timeout_s)
         statuses[res.status] += 1
@@ -294,15 +142,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-s", type=float, default=30.0, help="sandbox timeout per code block")
     p.add_argument("--limit", type=int, default=0, help="first N source rows only (0 = all)")
     _common(p)
-    from agentrl_recipe.harness.data.generate import add_generate_arguments
-
     add_generate_arguments(sub.add_parser("generate", help="real trajectories from a teacher model + our sandbox"))
 
 
 def main(args: argparse.Namespace) -> int:
     if args.sft_command == "generate":
-        from agentrl_recipe.harness.data.generate import cmd_generate
-
         report = cmd_generate(args)
     else:
         report = {"convert": cmd_convert, "synthesize": cmd_synthesize}[args.sft_command](args)
