@@ -9,8 +9,9 @@ the tiny model one render is ~0.8 ms, of which the Jinja part is ~0.06 ms, so th
 ~0.8 ms per turn per trajectory. A render is a pure function of (tokenizer, chat template, messages, generation
 prompt flag, tools, template kwargs), so it can be memoized; the prefix then hits the cache on every turn.
 
-:func:`memoize_renders` wraps one builder's ``_render_tokens`` (the single place verl's text builders tokenize);
-the cache is shared by all builders of the same tokenizer (verl builds one per trajectory) and bounded (LRU).
+:func:`memoize_renders` wraps one builder's ``_render_tokens`` (the single place verl's text builders tokenize; read
+and replaced only through :mod:`agentrl_recipe.core.verl_adapters.continuous_token_builder`, which checks it); the
+cache is shared by all builders of the same tokenizer (verl builds one per trajectory) and bounded (LRU).
 Multimodal builders are left alone (their renders depend on images).
 """
 
@@ -21,6 +22,8 @@ import threading
 import weakref
 from collections import OrderedDict
 from typing import Any
+
+from agentrl_recipe.core.verl_adapters import continuous_token_builder
 
 DEFAULT_MAXSIZE = 512
 
@@ -44,7 +47,7 @@ def memoize_renders(builder: Any, maxsize: int = DEFAULT_MAXSIZE) -> Any:
     """Make ``builder``'s renders memoized (in place; returns it). Idempotent; skips multimodal builders."""
     if getattr(builder, "_agentrl_memoized", False) or builder.supports_multimodal():
         return builder
-    render = builder._render_tokens
+    render = continuous_token_builder.render_tokens(builder)
     tokenizer = builder.tokenizer
 
     def cached_render(messages: list[dict[str, Any]], *, add_generation_prompt: bool, tools: Any = None) -> list[int]:
@@ -66,6 +69,6 @@ def memoize_renders(builder: Any, maxsize: int = DEFAULT_MAXSIZE) -> Any:
                 cache.popitem(last=False)
         return list(ids)
 
-    builder._render_tokens = cached_render
+    continuous_token_builder.replace_render_tokens(builder, cached_render)
     builder._agentrl_memoized = True
     return builder

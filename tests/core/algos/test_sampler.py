@@ -167,7 +167,7 @@ def test_cap_stops_generation_with_a_warning(tq, caplog) -> None:
     rollout = ScriptedRollout(tq, itertools.repeat("zero"))
     buffer = make_buffer(AgentRLReplayBuffer, rollout, filter_groups={**DAPO, "max_num_gen_batches": 3})
     rollout.submit(B)
-    with caplog.at_level(logging.WARNING, logger="agentrl_recipe.core.algos.sampler"):
+    with caplog.at_level(logging.WARNING, logger="agentrl_recipe.core.algos.dynamic_sampling"):
         batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
     assert sum(rollout.refills) == (3 - 1) * B  # the first batch + 2 refill batches, then no more
     assert len(groups_of(tq, batch)) == B  # still a full batch: zero-variance groups are kept at the cap
@@ -186,7 +186,7 @@ def test_cap_prefers_groups_with_variance_and_trains_a_short_batch(tq, caplog) -
     buffer = make_buffer(AgentRLReplayBuffer, rollout, filter_groups={**DAPO, "max_num_gen_batches": 2})
     rollout.submit(2)
     rollout.submit(2, finished=False)
-    with caplog.at_level(logging.WARNING, logger="agentrl_recipe.core.algos.sampler"):
+    with caplog.at_level(logging.WARNING, logger="agentrl_recipe.core.algos.dynamic_sampling"):
         batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
     assert sum(rollout.refills) == B
     groups = groups_of(tq, batch)
