@@ -15,7 +15,6 @@ times out or dies is killed and replaced.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import functools
 import importlib
@@ -28,6 +27,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from agentrl_recipe.core.tools.process_wide import ProcessWide
 
 DEFAULT_ALLOWED = ("agentrl_recipe.",)  # module prefixes a pool accepts targets from
 
@@ -118,6 +119,10 @@ class IsolatedPool:
         self._threads = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentrl-isolated")
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def call(self, target: str, *args: Any, timeout_s: float, **kwargs: Any) -> Any:
         """Run ``module:function`` (JSON-able args and result) in a worker; raises GraderTimeout / GraderCrashed."""
         if ":" not in target or not target.startswith(self.allowed):
@@ -167,28 +172,13 @@ class IsolatedPool:
         self._threads.shutdown(wait=False)
 
 
-_pools: dict[tuple[int, tuple[str, ...]], IsolatedPool] = {}
-_pools_lock = threading.Lock()
+_pools: ProcessWide[IsolatedPool] = ProcessWide()
 
 
 def get_isolated_pool(max_workers: int | None = None, preload: tuple[str, ...] = ()) -> IsolatedPool:
     """The process-wide pool for (max_workers, preload); default size = CPU count (at least 1)."""
     size = max_workers or max(1, os.cpu_count() or 1)
-    key = (size, tuple(preload))
-    with _pools_lock:
-        pool = _pools.get(key)
-        if pool is None or pool._closed:
-            pool = _pools[key] = IsolatedPool(size, preload=tuple(preload))
-        return pool
-
-
-@atexit.register
-def _close_pools() -> None:
-    with _pools_lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
-        pool.close()
+    return _pools.get((size, tuple(preload)), lambda: IsolatedPool(size, preload=tuple(preload)))
 
 
 def _resolve(target: str) -> Any:

@@ -122,7 +122,7 @@ def test_sync_and_async_from_many_threads_and_loops(pool):
 def fresh_instances(monkeypatch):
     """get_sandbox's process-wide registry, empty for this test: an instance another test (or the demo, run in this
     process) left behind for the same config must not answer for it."""
-    monkeypatch.setattr(sandbox_package, "_instances", {})
+    monkeypatch.setattr(sandbox_package._shared, "_instances", {})
 
 
 def test_local_backend_fails_closed_without_bubblewrap(monkeypatch, tmp_path, fresh_instances):

@@ -13,14 +13,12 @@ isolation, debugging only).
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import os
-import threading
 import time
 from typing import Any
 
 from agentrl_recipe.core.config import SandboxConfig
+from agentrl_recipe.core.tools.process_wide import ProcessWide
 from agentrl_recipe.core.tools.sandbox.types import STATUSES, ExecResult, Sandbox, SandboxError, Status
 
 __all__ = [
@@ -36,8 +34,7 @@ __all__ = [
 
 BACKENDS = ("local", "sandbox_fusion", "subprocess")
 
-_instances: dict[tuple, Sandbox] = {}
-_lock = threading.Lock()
+_shared: ProcessWide[Sandbox] = ProcessWide()
 
 
 def create_sandbox(cfg: SandboxConfig) -> Sandbox:
@@ -66,34 +63,12 @@ def get_sandbox(cfg: SandboxConfig | None = None) -> Sandbox:
     """The process-wide backend for ``cfg`` (created on first use, closed at exit). None = defaults + env overrides."""
     cfg = SandboxConfig().with_env_overrides() if cfg is None else cfg
     key = tuple(sorted(dataclasses.asdict(cfg).items()))
-    with _lock:
-        sb = _instances.get(key)
-        if sb is None or sb._closed:
-            sb = _instances[key] = create_sandbox(cfg)
-        return sb
+    return _shared.get(key, lambda: create_sandbox(cfg))
 
 
 def close_all() -> None:
     """Close every shared backend (also runs at interpreter exit)."""
-    with _lock:
-        instances = list(_instances.values())
-        _instances.clear()
-    for sb in instances:
-        sb.close()
-
-
-atexit.register(close_all)
-
-
-def _after_fork_in_child() -> None:
-    # A forked child (DataLoader worker, multiprocessing) inherits the instances but not their loop threads or pool
-    # processes: calls would hang. Forget them (the parent still owns them); the child builds its own on first use.
-    global _lock
-    _lock = threading.Lock()
-    _instances.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+    _shared.close_all()
 
 
 HEALTH_OK = "agentrl-sandbox-ok"

@@ -169,6 +169,10 @@ class Sandbox:
         fut = asyncio.run_coroutine_threadsafe(self._guarded(code, stdin, timeout_s, memory_mb, files), self._loop)
         return fut.result()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """Stop the backend (workers, sessions, loop thread). Idempotent."""
         if self._closed:
