@@ -21,6 +21,7 @@ def actor_config():
 @pytest.fixture(scope="module")  # Ray down when the file ends: this worker's next file may start its own
 def transfer_queue():
     """verl's v1 trainer stores trajectories in TransferQueue; start a real one (1 storage unit) on local Ray."""
+    # imported here: only the replay-buffer tests need Ray, and importing it is slow
     import ray
     import transfer_queue as tq
     from omegaconf import OmegaConf
@@ -33,3 +34,13 @@ def transfer_queue():
     tq.close()
     if started_ray:
         ray.shutdown()
+
+
+@pytest.fixture
+def tq(transfer_queue):
+    """The TransferQueue, emptied after each test."""
+    yield transfer_queue
+    listing = transfer_queue.kv_list() or {}
+    for partition, items in listing.items():
+        if items:
+            transfer_queue.kv_clear(keys=list(items), partition_id=partition)

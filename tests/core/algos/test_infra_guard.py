@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from test_sampler import B, N, ScriptedRollout, make_buffer  # the scripted rollout on a real TransferQueue
+from replay_helpers import B, N, ScriptedRollout, make_buffer  # the scripted rollout on a real TransferQueue
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.algos.dynamic_sampling import AgentRLReplayBuffer
 from agentrl_recipe.core.algos.infra_guard import InfraFailureRateExceeded, InfraGuard, InfraGuardConfig
 
 FAILED = {names.FIELD_TOOL_INFRA_FAILURE: True}
@@ -38,35 +39,12 @@ def test_config_is_validated() -> None:
         InfraGuardConfig.from_dict({"max_ratio": 0.1})
 
 
-def test_replay_buffer_stops_the_run_on_a_broken_sandbox(transfer_queue) -> None:
+def test_replay_buffer_stops_the_run_on_a_broken_sandbox(tq) -> None:
     """verl's v1 trainer calls our buffer's sample() every step: an all-infra-failure batch raises there."""
-    from agentrl_recipe.core.algos.sampler import AgentRLReplayBuffer
-
     extra = {(p, s): FAILED for p in range(B) for s in range(N)}
-    rollout = ScriptedRollout(transfer_queue, itertools.repeat("var"), extra=extra)
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
     buffer = make_buffer(AgentRLReplayBuffer, rollout)
     buffer.settings.infra_guard = InfraGuardConfig(max_rate=0.5, min_trajectories=B * N)
-    try:
-        rollout.submit(B)
-        with pytest.raises(InfraFailureRateExceeded, match=f"{B * N} of the last {B * N} trajectories"):
-            buffer.sample(global_steps=1, partition_id="train", batch_size=B)
-    finally:
-        listing = transfer_queue.kv_list() or {}
-        for partition, items in listing.items():
-            if items:
-                transfer_queue.kv_clear(keys=list(items), partition_id=partition)
-
-
-def test_sampler_kwargs_carry_the_guard() -> None:
-    from agentrl_recipe.core.algos.sampler import SamplerSettings
-
-    kwargs = {
-        "masks": {},
-        "filter_groups": {"enable": False},
-        "train_batch_size": 4,
-        "max_response_length": 8,
-        "infra_guard": {"max_rate": 0.05},
-    }
-    assert SamplerSettings.from_kwargs(kwargs).infra_guard == InfraGuardConfig(max_rate=0.05)
-    del kwargs["infra_guard"]
-    assert SamplerSettings.from_kwargs(kwargs).infra_guard == InfraGuardConfig()  # on by default
+    rollout.submit(B)
+    with pytest.raises(InfraFailureRateExceeded, match=f"{B * N} of the last {B * N} trajectories"):
+        buffer.sample(global_steps=1, partition_id="train", batch_size=B)
