@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.config import from_mapping, section  # config names this module by string only (SECTIONS)
 
 # agent_loop.Termination values that mean the response was cut by the length budget (a tool response that would not
 # fit ends the trajectory before max_response_length is reached)
@@ -63,14 +64,10 @@ class MaskConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> MaskConfig:
-        from agentrl_recipe.core.config import from_mapping  # config.py imports this module for SECTIONS
-
         return from_mapping(cls, values, where=f"{names.CONFIG_NAMESPACE}.masks")
 
     @classmethod
     def from_trainer_config(cls, trainer_config: Any) -> MaskConfig:
-        from agentrl_recipe.core.config import section
-
         return cls.from_dict(section(trainer_config, "masks"))
 
     @property

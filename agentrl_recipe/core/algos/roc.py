@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.config import from_mapping  # config names this module by string only (SECTIONS)
 
 
 @dataclasses.dataclass
@@ -49,8 +50,6 @@ class RoCConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> RoCConfig:
-        from agentrl_recipe.core.config import from_mapping  # config.py imports this module for SECTIONS
-
         return from_mapping(cls, values, where=f"{names.CONFIG_NAMESPACE}.roc")
 
 
