@@ -1,7 +1,8 @@
 """``agentrl_reward``: verl 0.9.1 reward-loop manager for the paper's rewards, that never stalls a batch.
 
 Selected with ``reward.reward_manager.name=agentrl_reward`` (registered by :mod:`agentrl_recipe.core.plugin`); settings
-come from ``reward.reward_kwargs.*`` (:class:`RewardKwargs`, every key documented there with the paper's value), the
+come from ``reward.reward_kwargs.*`` (:class:`~agentrl_recipe.core.rewards.reward_kwargs.RewardKwargs`, every key
+documented there with the paper's value), the
 sandbox from ``agentrl.sandbox`` (:meth:`SandboxConfig.from_trainer_config`, the same block the rollout tool uses).
 
 Per trajectory (``run_single`` on verl's 1-row DataProto):
@@ -9,7 +10,8 @@ Per trajectory (``run_single`` on verl's 1-row DataProto):
 1. decode the valid response (all response tokens, tool outputs included — what the original scored);
 2. score it per row with :func:`agentrl_recipe.core.rewards.scoring.acompute_score` (or the ``custom_reward_function``
    when one is configured), at most ``max_concurrency`` at a time and under a hard ``grader_timeout_s``;
-3. wrong answers (score < 0) get the tool bonus ``min(cap, s + per_call·(num_turns − 2)/2)`` (``tool_bonus``);
+3. wrong answers (score < 0) get the tool bonus ``min(cap, s + per_call·(num_turns − 2)/2)`` (``tool_bonus``;
+   the rules are :mod:`agentrl_recipe.core.rewards.shaping`);
 4. DAPO overlong shaping: ``min(−(len − (max_resp_len − buffer))/buffer · factor, 0)`` added to the reward.
 
 ``reward_extra_info`` has the same keys for every row (verl stacks them into batch columns from the first row's
@@ -20,31 +22,27 @@ keys): :data:`REWARD_INFO_KEYS`. verl's validation groups them per data source (
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import inspect
 import logging
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
-from agentrl_recipe.core import compat, names, trace
-from agentrl_recipe.core.config import SandboxConfig, from_mapping, to_plain
+from agentrl_recipe.core import names, trace
+from agentrl_recipe.core.config import SandboxConfig
 from agentrl_recipe.core.rewards import scoring
 from agentrl_recipe.core.rewards.isolation import GraderTimeout
+from agentrl_recipe.core.rewards.reward_kwargs import RewardKwargs
+from agentrl_recipe.core.rewards.shaping import apply_tool_bonus, overlong_penalty
 from agentrl_recipe.core.tools.sandbox import fleet_metrics, get_sandbox
 
 logger = logging.getLogger(__name__)
-
-TOOL_BONUS_MODES = ("paper", "released", "off")
-TOOL_BONUS_COUNTS = ("turns", "tool_calls")
-CODE_RULES = ("open_agentrl", "lcb")
-OVERLONG_COUNTS = ("all", "model")
 
 # Keys of every row's reward_extra_info (fixed, so verl can stack rows of different task kinds into columns).
 REWARD_INFO_KEYS = (
@@ -66,169 +64,26 @@ REWARD_INFO_KEYS = (
 )
 
 
-@dataclasses.dataclass
-class OverlongBufferConfig:
-    """``reward.reward_kwargs.overlong_buffer_cfg`` — the same block as verl's DAPO manager."""
+class _RowFields(NamedTuple):
+    """What the scorer and the shaping read from a row's non-tensor fields."""
 
-    enable: bool = True  # [paper Eq. 9]/[code] True
-    len: int = 4096  # [code] 4096: the penalty grows linearly over the last 4096 tokens before max_resp_len
-    penalty_factor: float = 1.0  # [code] 1.0: the penalty reaches −1.0 at max_resp_len
-    # verl's DAPO key ([code] false). Kept so a DAPO block can be pasted unchanged; agentrl always reports
-    # `overlong` / `overlong_reward` in reward_extra_info (the metrics need them), so this switch changes nothing.
-    log: bool = True
-
-
-@dataclasses.dataclass
-class RewardKwargs:
-    """``reward.reward_kwargs`` of ``agentrl_reward``. Unknown keys are an error (verl would ignore them silently)."""
-
-    overlong_buffer_cfg: OverlongBufferConfig = dataclasses.field(default_factory=OverlongBufferConfig)
-    # [code] 20480 (= data.max_response_length). None: take data.max_response_length from the trainer config.
-    max_resp_len: int | None = None
-    # Which tokens the overlong rule counts. "all" [paper]/[code]/verl DAPO: every response token, tool outputs
-    # included. "model": only tokens the model generated (response_mask == 1) — needs the batch's response_mask or
-    # the agent loop's names.FIELD_MODEL_TOKENS field.
-    overlong_count: str = "all"
-    # Keys left None take the value agentrl.compat gives them (agentrl_recipe/core/compat.py): open_agentrl = the
-    # released code, agentrl = our fixes.
-    # Wrong-answer tool bonus min(cap, s + per_call·n) [paper Eq. 8; code reward.py]:
-    # "paper" (compat agentrl) — n counted as tool_bonus_count says;
-    # "released" (compat open_agentrl) — what the released code computed: its DAPO manager never passed num_turns, so
-    #   n = (0 − 2)/2 and every wrong answer scores min(cap, s − per_call) = −1.1 (Open-AgentRL issue #13, PR #15);
-    # "off" — no bonus.
-    tool_bonus: str | None = None
-    # What n counts for tool_bonus=paper. "turns" (compat open_agentrl; the formula of [code] reward.py):
-    # (verl's __num_turns__ − 2)/2, where an answered malformed call (agent_loop.malformed_call_feedback) is a turn
-    # too, so each one earns per_call. "tool_calls" (compat agentrl): the tool calls the loop executed
-    # (agentrl_tool_calls, malformed ones excluded); equal to "turns" when no call is malformed.
-    tool_bonus_count: str | None = None
-    tool_bonus_cap: float = -0.6  # [code] −0.6: a wrong answer never scores above this
-    tool_bonus_per_call: float = 0.1  # [code] 0.1 per tool call
-    # "strict" [paper]/[code]: exact match of the last \boxed{}. "math_verify": same extraction, math-verify
-    # equivalence (a deviation; the original used math-verify only for code rows without tests).
-    math_verifier: str = "strict"
-    math_verify_timeout_s: float = 10.0  # hard kill of the math-verify helper process (not in the original)
-    # Code grading rules. "open_agentrl" (compat open_agentrl): the released code_math.py, rule for rule
-    # (agentrl_recipe/core/rewards/code_released.py: each test run alone, concurrently, 30 s and 1024 MB, exit code 0
-    # and stdout.rstrip("\n") == expected, call results printed as json.dumps/str, a missing function −1).
-    # "lcb" (compat agentrl): LiveCodeBench's rules (rewards/code_grading.py: stripped lines, Decimal equality,
-    # JSON values, a missing function scores 0).
-    code_rules: str | None = None
-    # lcb rules: per-test timeout, tests of one program in sequence. [code] 30 s per test case, cases concurrent
-    # (compat open_agentrl: 30, and code_rules=open_agentrl always uses 30); 6 s (compat agentrl) is LiveCodeBench's
-    # harness default, which the paper's LCB numbers use.
-    code_timeout_s_per_test: float | None = None
-    # lcb rules: cap on grading one program (all its tests); tests not reached count as timeouts. [code] none
-    # (compat open_agentrl: None); compat agentrl: 60 s.
-    code_total_timeout_s: float | None = None
-    # None: code_rules=open_agentrl 1024 MB ([code] reward), lcb agentrl.sandbox.memory_mb ([code] tool: 2048 MB).
-    code_memory_mb: int | None = None
-    # Hard cap on one row's grading, any task kind (queueing for a slot excluded). A timed-out row is scored as a
-    # wrong answer and flagged agentrl_grader_timeout. Not in the original (a stuck grade stalled the batch).
-    grader_timeout_s: float = 120.0
-    max_concurrency: int = 64  # rows graded at once per reward worker (the sandbox has its own limit)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.overlong_buffer_cfg, Mapping):
-            self.overlong_buffer_cfg = from_mapping(
-                OverlongBufferConfig, self.overlong_buffer_cfg, where="reward.reward_kwargs.overlong_buffer_cfg"
-            )
-        _check_choice("tool_bonus", self.tool_bonus, (*TOOL_BONUS_MODES, None))
-        _check_choice("tool_bonus_count", self.tool_bonus_count, (*TOOL_BONUS_COUNTS, None))
-        _check_choice("code_rules", self.code_rules, (*CODE_RULES, None))
-        _check_choice("overlong_count", self.overlong_count, OVERLONG_COUNTS)
-        _check_choice("math_verifier", self.math_verifier, scoring.MATH_VERIFIERS)
-        for key in ("math_verify_timeout_s", "code_timeout_s_per_test", "code_total_timeout_s", "grader_timeout_s"):
-            if getattr(self, key) is not None and not float(getattr(self, key)) > 0:
-                raise ValueError(f"reward.reward_kwargs.{key} must be > 0, got {getattr(self, key)!r}")
-        if int(self.max_concurrency) < 1:
-            raise ValueError(f"reward.reward_kwargs.max_concurrency must be >= 1, got {self.max_concurrency!r}")
-        buf = self.overlong_buffer_cfg
-        if buf.enable:
-            if int(buf.len) <= 0:
-                raise ValueError("reward.reward_kwargs.overlong_buffer_cfg.len must be > 0 when enable=true")
-            if self.max_resp_len is not None and int(self.max_resp_len) < int(buf.len):
-                raise ValueError(
-                    f"reward.reward_kwargs.max_resp_len ({self.max_resp_len}) must be >= overlong_buffer_cfg.len "
-                    f"({buf.len})"
-                )
+    data_source: str
+    ground_truth: Any
+    num_turns: int | None
+    tool_fields: dict[str, Any]  # the agent loop's tool_extra_fields
+    extra_info: dict[str, Any]  # the row's extra_info, with tool_fields and num_turns added
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any] | None, *, mode: str = compat.DEFAULT_MODE) -> RewardKwargs:
-        """The kwargs with every None behaviour key set from compat ``mode``."""
-        kwargs = from_mapping(cls, _plain(values), where="reward.reward_kwargs")
-        keys = ("tool_bonus", "tool_bonus_count", "code_rules", "code_timeout_s_per_test", "code_total_timeout_s")
-        return dataclasses.replace(kwargs, **{k: compat.default(k, getattr(kwargs, k), mode) for k in keys})
-
-    @classmethod
-    def from_trainer_config(cls, config: Any) -> RewardKwargs:
-        reward = config.get("reward") if hasattr(config, "get") else None
-        values = _plain(reward.get("reward_kwargs") if reward is not None else None)
-        kwargs = cls.from_dict(values, mode=compat.mode_of(config))
-        if kwargs.max_resp_len is None:
-            data = config.get("data") if hasattr(config, "get") else None
-            max_len = data.get("max_response_length") if data is not None else None
-            if max_len is not None:
-                kwargs = dataclasses.replace(kwargs, max_resp_len=int(max_len))
-        if kwargs.overlong_buffer_cfg.enable and kwargs.max_resp_len is None:
-            raise ValueError(
-                "reward.reward_kwargs.max_resp_len is required for the overlong penalty (or set "
-                "data.max_response_length, or overlong_buffer_cfg.enable=false)"
-            )
-        return kwargs
-
-
-def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"reward.reward_kwargs.{key} must be one of {choices}, got {value!r}")
-
-
-def _plain(values: Any) -> dict[str, Any]:
-    return dict(to_plain(values) or {})
-
-
-# --- the shaping rules, as pure functions (tested directly and through the manager) ---
-
-
-def apply_tool_bonus(
-    score: float,
-    num_turns: int | None,
-    mode: str,
-    *,
-    cap: float = -0.6,
-    per_call: float = 0.1,
-    tool_calls: int | None = None,
-    count: str = "turns",
-):
-    """Return (shaped score, bonus added). Only wrong answers (score < 0) are shaped.
-
-    ``count="turns"``: n = (num_turns − 2)/2 (the released formula); ``"tool_calls"``: n = ``tool_calls``."""
-    if mode == "off" or score >= 0:
-        return score, 0.0
-    if mode == "released":
-        n = (0 - 2) / 2
-    elif count == "tool_calls":
-        if tool_calls is None:
-            raise ValueError(
-                f"tool_bonus_count=tool_calls needs the agent loop's {names.FIELD_TOOL_CALLS!r} field, which this "
-                "trajectory lacks; run through agentrl_tool_agent or set reward.reward_kwargs.tool_bonus_count=turns"
-            )
-        n = int(tool_calls)
-    elif num_turns is None:
-        raise ValueError(
-            "tool_bonus=paper needs the trajectory's num_turns (verl's __num_turns__), which this batch lacks; "
-            "run through verl's agent loop or set reward.reward_kwargs.tool_bonus to released/off"
-        )
-    else:
-        n = (int(num_turns) - 2) / 2
-    shaped = min(cap, score + per_call * n)
-    return shaped, shaped - score
-
-
-def overlong_penalty(length: int, max_resp_len: int, buffer_len: int, penalty_factor: float) -> float:
-    """DAPO's soft overlong punishment (verl dapo.py): 0 up to max_resp_len − buffer, then linear down to −factor."""
-    exceed = length - (max_resp_len - buffer_len)
-    return min(-exceed / buffer_len * penalty_factor, 0.0)
+    def of(cls, non_tensor: Mapping[str, Any]) -> _RowFields:
+        data_source = non_tensor["data_source"]
+        ground_truth = non_tensor["reward_model"]["ground_truth"]
+        num_turns = _optional_int(non_tensor.get("__num_turns__"))
+        tool_fields = non_tensor.get("tool_extra_fields")
+        tool_fields = dict(tool_fields) if isinstance(tool_fields, Mapping) else {}
+        extra_info = dict(non_tensor.get("extra_info") or {})
+        extra_info.update(tool_fields)
+        extra_info["num_turns"] = num_turns
+        return cls(data_source, ground_truth, num_turns, tool_fields, extra_info)
 
 
 class AgentRLRewardManager(RewardManagerBase):
@@ -263,51 +118,29 @@ class AgentRLRewardManager(RewardManagerBase):
         response_ids = item.batch["responses"]
         response_len = response_ids.shape[-1]
         valid_len = int(item.batch["attention_mask"][-response_len:].sum())
-        valid_ids = response_ids[:valid_len]
-        non_tensor = item.non_tensor_batch
-        data_source = non_tensor["data_source"]
-        ground_truth = non_tensor["reward_model"]["ground_truth"]
-        num_turns = _optional_int(non_tensor.get("__num_turns__"))
-        tool_fields = non_tensor.get("tool_extra_fields")
-        tool_fields = dict(tool_fields) if isinstance(tool_fields, Mapping) else {}
-        extra_info = dict(non_tensor.get("extra_info") or {})
-        extra_info.update(tool_fields)
-        extra_info["num_turns"] = num_turns
+        row = _RowFields.of(item.non_tensor_batch)
 
         loop = asyncio.get_running_loop()
         solution_str = await loop.run_in_executor(
-            None, functools.partial(self.tokenizer.decode, valid_ids, skip_special_tokens=True)
+            None, functools.partial(self.tokenizer.decode, response_ids[:valid_len], skip_special_tokens=True)
         )
-        result, timed_out, grade_s = await self._grade(data_source, solution_str, ground_truth, extra_info)
+        result, timed_out, grade_s = await self._grade(row.data_source, solution_str, row.ground_truth, row.extra_info)
 
         score = float(result["score"])
         infra = bool(result.get("infra_failure", False))
-        shaped, bonus = (score, 0.0)
-        if not infra:
-            shaped, bonus = apply_tool_bonus(
-                score,
-                num_turns,
-                self.settings.tool_bonus,
-                cap=self.settings.tool_bonus_cap,
-                per_call=self.settings.tool_bonus_per_call,
-                tool_calls=_optional_int(tool_fields.get(names.FIELD_TOOL_CALLS)),
-                count=self.settings.tool_bonus_count,
-            )
-        length = self._measured_length(item, valid_len, tool_fields)
-        buf = self.settings.overlong_buffer_cfg
-        penalty = 0.0
-        if buf.enable:
-            penalty = overlong_penalty(length, int(self.settings.max_resp_len), int(buf.len), float(buf.penalty_factor))
+        shaped, bonus = (score, 0.0) if infra else self._tool_bonus(score, row)
+        length = self._measured_length(item, valid_len, row.tool_fields)
+        penalty = self._overlong_penalty(length)
         info = {key: value for key, value in result.items() if key not in ("infra_failure",)}
         info.update(
             {
                 "score": score,
                 "acc": result.get("acc"),
                 "pred": result.get("pred"),
-                "task_kind": result.get("task_kind", scoring.task_kind(data_source)),
+                "task_kind": result.get("task_kind", scoring.task_kind(row.data_source)),
                 "tests_passed": result.get("tests_passed"),
                 "tests_total": result.get("tests_total"),
-                "num_turns": num_turns,
+                "num_turns": row.num_turns,
                 "tool_bonus": bonus,
                 "overlong": penalty < 0,
                 "overlong_reward": penalty,
@@ -320,6 +153,24 @@ class AgentRLRewardManager(RewardManagerBase):
         return {"reward_score": shaped + penalty, "reward_extra_info": info}
 
     # --- internals ---
+    def _tool_bonus(self, score: float, row: _RowFields) -> tuple[float, float]:
+        s = self.settings
+        return apply_tool_bonus(
+            score,
+            row.num_turns,
+            s.tool_bonus,
+            cap=s.tool_bonus_cap,
+            per_call=s.tool_bonus_per_call,
+            tool_calls=_optional_int(row.tool_fields.get(names.FIELD_TOOL_CALLS)),
+            count=s.tool_bonus_count,
+        )
+
+    def _overlong_penalty(self, length: int) -> float:
+        buf = self.settings.overlong_buffer_cfg
+        if not buf.enable:
+            return 0.0
+        return overlong_penalty(length, int(self.settings.max_resp_len), int(buf.len), float(buf.penalty_factor))
+
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         sem = self._semaphores.get(loop)

@@ -21,7 +21,7 @@ from agentrl_recipe.core import names
 from agentrl_recipe.core.rewards import manager as manager_module
 from agentrl_recipe.core.rewards import scoring
 from agentrl_recipe.core.rewards.isolation import GraderTimeout
-from agentrl_recipe.core.rewards.manager import REWARD_INFO_KEYS, AgentRLRewardManager, RewardKwargs
+from agentrl_recipe.core.rewards.manager import REWARD_INFO_KEYS, AgentRLRewardManager
 from agentrl_recipe.core.rewards.metrics import reward_metrics
 from agentrl_recipe.core.tools.sandbox.fleet_metrics import server_metrics
 from agentrl_recipe.core.tools.sandbox.types import Route
@@ -342,18 +342,6 @@ def test_custom_reward_function_is_used_and_shaped(base_config, tiny_tokenizer, 
 def test_bad_reward_kwargs_fail_loudly(kwargs, message, base_config, tiny_tokenizer) -> None:
     with pytest.raises(ValueError, match=message):
         load_reward_manager(config_with(base_config, **kwargs), tiny_tokenizer)
-
-
-def test_reward_kwargs_defaults_are_the_papers() -> None:
-    kw = RewardKwargs.from_dict({"max_resp_len": 20480})
-    buf = kw.overlong_buffer_cfg
-    assert (buf.enable, buf.len, buf.penalty_factor) == (True, 4096, 1.0)
-    assert (kw.tool_bonus_cap, kw.tool_bonus_per_call, kw.math_verifier, kw.overlong_count) == (
-        -0.6,
-        0.1,
-        "strict",
-        "all",
-    )
 
 
 def test_math_verify_option_through_the_manager(base_config, tiny_tokenizer) -> None:

@@ -1,11 +1,11 @@
-"""``agentrl.compat`` in the reward manager: what each mode sets, and the released −1.1 constant."""
+"""``reward.reward_kwargs``: the paper's defaults, and what each ``agentrl.compat`` mode sets."""
 
 from __future__ import annotations
 
 import pytest
 from omegaconf import OmegaConf
 
-from agentrl_recipe.core.rewards.manager import RewardKwargs, apply_tool_bonus
+from agentrl_recipe.core.rewards.reward_kwargs import RewardKwargs
 
 
 def test_compat_sets_the_behaviour_keys_and_explicit_keys_win() -> None:
@@ -30,19 +30,13 @@ def test_the_trainer_configs_compat_is_read() -> None:
         RewardKwargs.from_trainer_config(OmegaConf.create({"agentrl": {"compat": "verl"}}))
 
 
-@pytest.mark.parametrize("num_turns", [None, 0, 2, 10, 40])
-def test_released_bonus_is_the_constant_minus_1_1(num_turns) -> None:
-    # [code] compute_score: num_turns = extra_info.get("num_turns", 0) = 0 under the DAPO manager
-    shaped, bonus = apply_tool_bonus(-1.0, num_turns, "released")
-    assert shaped == pytest.approx(-1.1) and bonus == pytest.approx(-0.1)
-    assert apply_tool_bonus(0.0, num_turns, "released") == (0.0, 0.0)  # a failing program scores 0: not shaped
-    assert apply_tool_bonus(1.0, num_turns, "released") == (1.0, 0.0)
-
-
-def test_turns_count_malformed_replies_tool_calls_do_not() -> None:
-    # 2 executed calls + 2 answered malformed calls: verl's num_turns = 1 + 5 assistant + 4 tool turns = 10
-    by_turns, _ = apply_tool_bonus(-1.0, 10, "paper", count="turns")
-    by_calls, _ = apply_tool_bonus(-1.0, 10, "paper", count="tool_calls", tool_calls=2)
-    assert (by_turns, by_calls) == (pytest.approx(-0.6), pytest.approx(-0.8))
-    with pytest.raises(ValueError, match="agentrl_tool_calls"):
-        apply_tool_bonus(-1.0, 10, "paper", count="tool_calls")
+def test_reward_kwargs_defaults_are_the_papers() -> None:
+    kw = RewardKwargs.from_dict({"max_resp_len": 20480})
+    buf = kw.overlong_buffer_cfg
+    assert (buf.enable, buf.len, buf.penalty_factor) == (True, 4096, 1.0)
+    assert (kw.tool_bonus_cap, kw.tool_bonus_per_call, kw.math_verifier, kw.overlong_count) == (
+        -0.6,
+        0.1,
+        "strict",
+        "all",
+    )
