@@ -9,9 +9,9 @@ from loop_helpers import call, row, with_updates
 from transformers import AutoTokenizer
 
 from agentrl_recipe.core import names
-from agentrl_recipe.core.agent_loop import batch_metrics
 from agentrl_recipe.core.generation.common import ContextLimits
 from agentrl_recipe.core.generation.scripted import ScriptedClient, ScriptedTurn, ScriptRequest, turns
+from agentrl_recipe.core.training_metrics import batch_metrics
 from agentrl_recipe.harness.rollout import Rollout, arollout
 
 ANSWER = "The answer is \\boxed{42}."

@@ -14,13 +14,8 @@ from verl.experimental.agent_loop.tool_parser import FunctionCall, HermesToolPar
 from verl.tools.schemas import OpenAIFunctionToolSchema
 
 from agentrl_recipe.core import names
-from agentrl_recipe.core.agent_loop import (
-    MalformedCall,
-    batch_metrics,
-    check_call,
-    check_hermes_blocks,
-    has_final_answer,
-)
+from agentrl_recipe.core.training_metrics import batch_metrics
+from agentrl_recipe.core.turn_checks import MalformedCall, check_call, check_hermes_blocks, has_final_answer
 
 
 @pytest.mark.parametrize(
