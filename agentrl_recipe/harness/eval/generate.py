@@ -9,17 +9,36 @@ OpenAI-compatible API (token ids in and out, so the agent loop's token accountin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from omegaconf import OmegaConf, open_dict
+from verl.utils.import_utils import resolve_config_path
 
 from agentrl_recipe.core import names
+from agentrl_recipe.core.generation.common import ContextLimits
+from agentrl_recipe.core.trajectory import Trajectory
 from agentrl_recipe.harness.eval.config import EvalConfig
 from agentrl_recipe.harness.eval.data import EvalProblem
 from agentrl_recipe.harness.eval.dump import atomic_write_text
-from agentrl_recipe.harness.eval.runner import Trajectory
 
 TOOL_CONFIG_FILE = "tool_config.yaml"
+
+
+class Generator(Protocol):
+    """Rolls out problems: ``samples[i]`` are the sample indices wanted for ``problems[i]``.
+
+    Returns one :class:`~agentrl_recipe.core.trajectory.Trajectory` per wanted sample, its ``row_index`` the index
+    into ``problems`` and its ``sample_index`` the sample. Async, and called from one event loop for the whole run:
+    verl's agent loop and the sandbox pool bind to the loop they first run in, and grading shares that loop with
+    generation.
+    """
+
+    async def generate(self, problems: Sequence[EvalProblem], samples: Sequence[Sequence[int]]) -> list[Trajectory]: ...
+
+    async def aclose(self) -> None: ...
 
 
 def verl_overrides(cfg: EvalConfig) -> list[str]:
@@ -43,8 +62,6 @@ def verl_overrides(cfg: EvalConfig) -> list[str]:
 def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
     """The tool YAML the run uses: ``source`` with the protocol's tool timeout and sandbox overrides applied to the
     ``code_interpreter`` entry (written into the run folder, so the run records the exact tool settings)."""
-    from omegaconf import OmegaConf
-
     tools = OmegaConf.to_container(OmegaConf.load(source), resolve=True)
     entries = tools.get("tools") if isinstance(tools, dict) else None
     if not isinstance(entries, list):
@@ -67,9 +84,7 @@ def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
 
 def compose_eval_config(cfg: EvalConfig) -> Any:
     """The recipe's RL config with the eval protocol on it; its tool YAML goes to ``<out_dir>/tool_config.yaml``."""
-    from omegaconf import open_dict
-    from verl.utils.import_utils import resolve_config_path
-
+    # verl's agent-loop worker (harness.rollout) loads only when a run generates: report/compare never need it
     from agentrl_recipe.harness.rollout import compose_config
 
     verl_cfg = compose_config(
@@ -87,9 +102,8 @@ def compose_eval_config(cfg: EvalConfig) -> Any:
 
 
 def make_client(cfg: EvalConfig, verl_cfg: Any) -> Any:
-    """The generation client ``cfg.backend`` names, with the rollout's token limits."""
-    from agentrl_recipe.core.generation.common import ContextLimits
-
+    """The generation client ``cfg.backend`` names, with the rollout's token limits (each backend's client, and torch,
+    load only when chosen)."""
     limits = ContextLimits.from_rollout_config(verl_cfg.actor_rollout_ref.rollout)
     if cfg.backend == "openai":
         from agentrl_recipe.harness.openai_client import OpenAICompletionsClient
@@ -105,29 +119,8 @@ def make_client(cfg: EvalConfig, verl_cfg: Any) -> Any:
     return HFGenerationClient.from_pretrained(cfg.model, limits=limits, seed=cfg.seed, device=device, dtype=dtype)
 
 
-def trajectory_from_record(problem: EvalProblem, sample: int, rec: Any) -> Trajectory:
-    """Our per-sample view of a :class:`agentrl_recipe.harness.rollout.TrajectoryRecord`."""
-    return Trajectory(
-        prompt_id=problem.prompt_id,
-        sample=sample,
-        response_text=rec.response,
-        messages=rec.messages,
-        num_turns=int(rec.num_turns),
-        tool_calls=int(rec.tool_calls),
-        tool_failures=int(rec.tool_failures),
-        tool_statuses=[str(s) for s in rec.tool_statuses],
-        tool_latency_s=[float(x) for x in rec.tool_latency_s],
-        malformed_tool_calls=int(rec.malformed_tool_calls),
-        void_turn=bool(rec.void_turn),
-        tool_infra_failure=bool(rec.tool_infra_failure),
-        prompt_tokens=int(rec.prompt_tokens),
-        response_tokens=int(rec.response_tokens),
-        termination=rec.termination,
-    )
-
-
 class RolloutGenerator:
-    """:class:`agentrl_recipe.harness.eval.runner.Generator` over :class:`agentrl_recipe.harness.rollout.Rollout`.
+    """:class:`Generator` over :class:`agentrl_recipe.harness.rollout.Rollout`.
 
     ``client`` overrides the backend's client (tests pass a scripted HF client; the demo its trained model). The
     verl worker is built on the first call, inside the run's event loop.
@@ -141,7 +134,7 @@ class RolloutGenerator:
 
     async def _runner(self) -> Any:
         if self._rollout is None:
-            from agentrl_recipe.harness.rollout import Rollout
+            from agentrl_recipe.harness.rollout import Rollout  # see compose_eval_config
 
             if self.client is None:
                 self.client = make_client(self.cfg, self.verl_config)
@@ -167,7 +160,7 @@ class RolloutGenerator:
             )
             for rec in result.records:
                 i = members[rec.row_index]
-                out.append(trajectory_from_record(problems[i], samples[i][rec.sample_index], rec))
+                out.append(dataclasses.replace(rec, row_index=i, sample_index=samples[i][rec.sample_index]))
         return out
 
     async def aclose(self) -> None:

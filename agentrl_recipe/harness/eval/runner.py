@@ -9,8 +9,6 @@ the same folder resumes: finished (prompt, sample) pairs are skipped, samples wh
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import hashlib
 import json
 import logging
@@ -18,53 +16,27 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from tqdm.auto import tqdm
+
+from agentrl_recipe.core.config import SandboxConfig
+from agentrl_recipe.core.rewards.code_grading import run_coroutine_sync
+from agentrl_recipe.core.tools.sandbox import get_sandbox
+from agentrl_recipe.core.trajectory import Trajectory
 from agentrl_recipe.harness.eval import report as report_lib
 from agentrl_recipe.harness.eval.config import RESUMABLE_CHANGES, EvalConfig, protocol_deviations
 from agentrl_recipe.harness.eval.data import EvalProblem, load_problems
 from agentrl_recipe.harness.eval.dump import RolloutDump, atomic_write_json, atomic_write_text
-from agentrl_recipe.harness.eval.grading import SampleGrade, agrade_sample
+from agentrl_recipe.harness.eval.generate import Generator, RolloutGenerator
+from agentrl_recipe.harness.eval.records import grade_items, make_record, regrade_infra_failures
 
 logger = logging.getLogger(__name__)
 
 DUMP_FILE = "rollouts.jsonl"
 PROTOCOL_FILE = "protocol.json"
-GRADE_CONCURRENCY = 16  # samples graded at once (code grading waits on the sandbox pool)
-
-
-@dataclasses.dataclass
-class Trajectory:
-    """What the eval needs from one rollout (filled from ``agentrl_recipe.harness.rollout`` records)."""
-
-    prompt_id: str
-    sample: int
-    response_text: str
-    messages: list[dict[str, Any]] | None = None
-    num_turns: int = 0
-    tool_calls: int = 0
-    tool_failures: int = 0
-    tool_statuses: list[str] = dataclasses.field(default_factory=list)
-    tool_latency_s: list[float] = dataclasses.field(default_factory=list)
-    malformed_tool_calls: int = 0
-    void_turn: bool = False
-    tool_infra_failure: bool = False
-    prompt_tokens: int = 0
-    response_tokens: int = 0
-    termination: str | None = None
-
-
-class Generator(Protocol):
-    """Rolls out problems: ``samples[i]`` are the sample indices wanted for ``problems[i]``.
-
-    Async, and called from one event loop for the whole run: verl's agent loop and the sandbox pool bind to the loop
-    they first run in, and grading shares that loop with generation.
-    """
-
-    async def generate(self, problems: Sequence[EvalProblem], samples: Sequence[Sequence[int]]) -> list[Trajectory]: ...
-
-    async def aclose(self) -> None: ...
 
 
 # --- protocol check ---
@@ -115,82 +87,6 @@ def batches(
     return [work[i : i + problems_per_batch] for i in range(0, len(work), problems_per_batch)]
 
 
-# --- records ---
-
-
-def _grade_fields(grade: SampleGrade) -> dict[str, Any]:
-    return {
-        "final_answer": grade.final_answer,
-        "correct": grade.correct,
-        "score": grade.score,
-        "grade": grade.detail,
-        "infra_failure": grade.infra_failure,
-    }
-
-
-def make_record(problem: EvalProblem, traj: Trajectory, grade: SampleGrade) -> dict[str, Any]:
-    return {
-        "prompt_id": problem.prompt_id,
-        "sample": traj.sample,
-        "data_source": problem.data_source,
-        "task": problem.task,
-        "messages": traj.messages,
-        "response": traj.response_text,
-        **_grade_fields(grade),
-        "num_turns": traj.num_turns,
-        "tool_calls": traj.tool_calls,
-        "tool_failures": traj.tool_failures,
-        "tool_statuses": traj.tool_statuses,
-        "tool_latency_s": traj.tool_latency_s,
-        "malformed_tool_calls": traj.malformed_tool_calls,
-        "void_turn": traj.void_turn,
-        "tool_infra_failure": traj.tool_infra_failure,
-        "prompt_tokens": traj.prompt_tokens,
-        "response_tokens": traj.response_tokens,
-        "termination": traj.termination,
-    }
-
-
-async def grade_items(
-    items: Sequence[tuple[EvalProblem, str, list[dict[str, Any]] | None]], *, sandbox: Any, lcb_timeout_s: float
-) -> list[SampleGrade]:
-    """Grade (problem, response text, messages) items concurrently (bounded by GRADE_CONCURRENCY)."""
-    sem = asyncio.Semaphore(GRADE_CONCURRENCY)
-
-    async def one(problem: EvalProblem, text: str, messages: list[dict[str, Any]] | None) -> SampleGrade:
-        async with sem:
-            return await agrade_sample(
-                problem.data_source,
-                problem.task,
-                problem.ground_truth,
-                text,
-                messages,
-                sandbox=sandbox,
-                lcb_timeout_s=lcb_timeout_s,
-            )
-
-    return list(await asyncio.gather(*(one(*item) for item in items)))
-
-
-async def regrade_infra_failures(
-    dump: RolloutDump, problems: Sequence[EvalProblem], *, sandbox: Any, lcb_timeout_s: float
-) -> int:
-    """Re-grade dumped samples whose grading hit a sandbox infra_error; appends the new records. Returns how many."""
-    by_id = {p.prompt_id: p for p in problems}
-    stale = [r for r in dump.load().values() if r.get("infra_failure") and r["prompt_id"] in by_id]
-    if not stale:
-        return 0
-    grades = await grade_items(
-        [(by_id[r["prompt_id"]], r["response"], r.get("messages")) for r in stale],
-        sandbox=sandbox,
-        lcb_timeout_s=lcb_timeout_s,
-    )
-    # Still failing: nothing to write (the record already says so); the next run tries again.
-    updated = [r | _grade_fields(g) for r, g in zip(stale, grades, strict=True) if not g.infra_failure]
-    dump.append(updated)
-    return len(updated)
-
-
 # --- reporting ---
 
 
@@ -203,8 +99,6 @@ def _file_sha256(path: str) -> str:
 
 
 def _versions() -> dict[str, str | None]:
-    from importlib import metadata
-
     out: dict[str, str | None] = {"python": platform.python_version()}
     for dist in ("agentrl_recipe", "verl", "torch", "transformers", "vllm"):
         try:
@@ -223,7 +117,7 @@ def write_report(
     plots: bool = True,
 ) -> dict[str, Any]:
     """Build ``report.json``, ``table.md`` and the plots from the run folder's dump; returns the report."""
-    from agentrl_recipe.harness.eval.plots import write_plots
+    from agentrl_recipe.harness.eval.plots import write_plots  # matplotlib loads only when a report is written
 
     out = Path(out_dir)
     if protocol is None:
@@ -266,9 +160,54 @@ def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
     Blocking; safe to call from code that already runs an event loop (the run then gets a thread of its own).
     Keyword arguments are those of :func:`arun_eval`.
     """
-    from agentrl_recipe.core.rewards.code_grading import run_coroutine_sync
-
     return run_coroutine_sync(arun_eval(cfg, **kwargs))
+
+
+def _matched(batch: list[tuple[EvalProblem, list[int]]], trajectories: Sequence[Trajectory]) -> list[EvalProblem]:
+    """The problem of each trajectory; raises unless the generator returned exactly the requested samples."""
+    wanted = {(i, s) for i, (_, samples) in enumerate(batch) for s in samples}
+    got = {(t.row_index, t.sample_index) for t in trajectories}
+    if got != wanted or len(trajectories) != len(wanted):
+
+        def named(pairs: set[tuple[int, int]]) -> list[tuple[str, int]]:
+            return sorted((batch[i][0].prompt_id if 0 <= i < len(batch) else f"row {i}", s) for i, s in pairs)[:3]
+
+        raise RuntimeError(
+            f"the generator returned {len(trajectories)} trajectories for {len(wanted)} requested "
+            f"(prompt, sample) pairs; missing {named(wanted - got)}, unexpected {named(got - wanted)}"
+        )
+    return [batch[t.row_index][0] for t in trajectories]
+
+
+async def _generate_and_grade(
+    cfg: EvalConfig,
+    generator: Generator,
+    work: list[tuple[EvalProblem, list[int]]],
+    *,
+    dump: RolloutDump,
+    sandbox: Any,
+    bar: Any,
+    on_batch: Callable[[int], None] | None,
+) -> tuple[float, float]:
+    """Generate, grade and dump ``work`` batch by batch; returns (generation, grading) seconds."""
+    gen_s = grade_s = 0.0
+    for batch in batches(work, cfg.batch_size):
+        t0 = time.monotonic()
+        trajectories = await generator.generate([p for p, _ in batch], [s for _, s in batch])
+        t1 = time.monotonic()
+        problems_of = _matched(batch, trajectories)
+        grades = await grade_items(
+            [(p, t.response, t.messages) for p, t in zip(problems_of, trajectories, strict=True)],
+            sandbox=sandbox,
+            lcb_timeout_s=cfg.lcb_timeout_s,
+        )
+        written = dump.append(make_record(p, t, g) for p, t, g in zip(problems_of, trajectories, grades, strict=True))
+        gen_s += t1 - t0
+        grade_s += time.monotonic() - t1
+        bar.update(written)
+        if on_batch is not None:
+            on_batch(written)
+    return gen_s, grade_s
 
 
 async def arun_eval(
@@ -286,16 +225,11 @@ async def arun_eval(
     theirs to close). ``sandbox`` (grading) defaults to the one ``cfg.sandbox`` describes. ``on_batch`` is called
     with the number of records written after every batch (progress hooks).
     """
-    from tqdm.auto import tqdm
-
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     problems = load_problems(cfg.data, sources=cfg.sources, limit=cfg.limit)
     protocol = check_protocol(out, cfg)
     if sandbox is None:
-        from agentrl_recipe.core.config import SandboxConfig
-        from agentrl_recipe.core.tools.sandbox import get_sandbox
-
         # The tool builds its sandbox from the same overrides, so grading shares the rollout's pool.
         sandbox = get_sandbox(SandboxConfig.from_dict(cfg.sandbox))
     dump = RolloutDump(out / DUMP_FILE)
@@ -309,37 +243,12 @@ async def arun_eval(
     if todo:
         own_generator = generator is None
         if generator is None:
-            from agentrl_recipe.harness.eval.generate import RolloutGenerator
-
             generator = RolloutGenerator(cfg)
         bar = tqdm(total=total, initial=total - todo, desc="eval", unit="traj", disable=not show_progress)
         try:
-            for batch in batches(work, cfg.batch_size):
-                t0 = time.monotonic()
-                trajectories = await generator.generate([p for p, _ in batch], [s for _, s in batch])
-                t1 = time.monotonic()
-                by_key = {(p.prompt_id, s): p for p, samples in batch for s in samples}
-                got = {(t.prompt_id, t.sample) for t in trajectories}
-                if got != set(by_key) or len(trajectories) != len(by_key):
-                    raise RuntimeError(
-                        f"the generator returned {len(trajectories)} trajectories for {len(by_key)} requested "
-                        f"(prompt, sample) pairs; missing {sorted(set(by_key) - got)[:3]}, "
-                        f"unexpected {sorted(got - set(by_key))[:3]}"
-                    )
-                problems_of = [by_key[(t.prompt_id, t.sample)] for t in trajectories]
-                grades = await grade_items(
-                    [(p, t.response_text, t.messages) for p, t in zip(problems_of, trajectories, strict=True)],
-                    sandbox=sandbox,
-                    lcb_timeout_s=cfg.lcb_timeout_s,
-                )
-                written = dump.append(
-                    make_record(p, t, g) for p, t, g in zip(problems_of, trajectories, grades, strict=True)
-                )
-                gen_s += t1 - t0
-                grade_s += time.monotonic() - t1
-                bar.update(written)
-                if on_batch is not None:
-                    on_batch(written)
+            gen_s, grade_s = await _generate_and_grade(
+                cfg, generator, work, dump=dump, sandbox=sandbox, bar=bar, on_batch=on_batch
+            )
         finally:
             bar.close()
             if own_generator:

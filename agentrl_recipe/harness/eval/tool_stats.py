@@ -2,38 +2,23 @@
 
 The paper's analysis is that a strong agent makes *fewer, better* tool calls; these numbers show it: calls per
 trajectory, how calls end (sandbox status), how many turns, how long responses are, and accuracy as a function of the
-number of calls. Records are the dicts of :mod:`agentrl_recipe.harness.eval.dump`.
+number of calls. Records are the dicts of :mod:`agentrl_recipe.harness.eval.dump`; the counting is training's
+(:func:`agentrl_recipe.core.tool_use.tool_use_stats`), named here for the report.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from agentrl_recipe.core.tool_use import distribution, int_histogram, tool_use_stats
+from agentrl_recipe.core.trajectory import Trajectory
+
 # Accuracy-vs-calls buckets: 0, 1, ..., TOOL_CALL_BUCKET_CAP-1, then one ">=cap" bucket.
 TOOL_CALL_BUCKET_CAP = 8
 RESPONSE_LENGTH_BINS = 20
-
-
-def _distribution(values: Sequence[float]) -> dict[str, float]:
-    if not values:
-        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "max": 0.0}
-    arr = np.asarray(values, dtype=np.float64)
-    return {
-        "mean": float(arr.mean()),
-        "p50": float(np.percentile(arr, 50)),
-        "p90": float(np.percentile(arr, 90)),
-        "max": float(arr.max()),
-    }
-
-
-def _int_histogram(values: Sequence[int]) -> dict[str, int]:
-    """Exact histogram of small non-negative ints, keys as strings (JSON), sorted numerically."""
-    counts = Counter(int(v) for v in values)
-    return {str(k): counts[k] for k in sorted(counts)}
 
 
 def call_bucket(num_calls: int, cap: int = TOOL_CALL_BUCKET_CAP) -> str:
@@ -48,50 +33,41 @@ def length_histogram(lengths: Sequence[int], bins: int = RESPONSE_LENGTH_BINS) -
     return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
 
 
-def tool_stats(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """All tool-use statistics for ``records`` (one group, e.g. one data source).
-
-    Samples whose grade hit a sandbox ``infra_error`` are left out of the accuracy buckets (their correctness is
-    unknown) but still count for calls, turns and lengths, which do not depend on grading.
-    """
-    calls = [int(r.get("tool_calls", 0)) for r in records]
-    failures = [int(r.get("tool_failures", 0)) for r in records]
-    turns = [int(r.get("num_turns", 0)) for r in records]
-    lengths = [int(r.get("response_tokens", 0)) for r in records]
-    statuses: Counter[str] = Counter()
-    latencies: list[float] = []
-    for r in records:
-        statuses.update(str(s) for s in r.get("tool_statuses") or [])
-        latencies.extend(float(x) for x in r.get("tool_latency_s") or [])
-    total_calls = sum(calls)
-
+def accuracy_vs_calls(records: Sequence[dict[str, Any]], calls: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Accuracy per tool-call bucket over the graded records (a sandbox ``infra_error`` leaves a grade unknown)."""
     buckets: dict[str, list[bool]] = {}
     for r, n in zip(records, calls, strict=True):
         if r.get("infra_failure") or r.get("correct") is None:
             continue
         buckets.setdefault(call_bucket(n), []).append(bool(r["correct"]))
     order = sorted(buckets, key=lambda b: int(b.lstrip(">=")) + (0.5 if b.startswith(">=") else 0))
-    acc_vs_calls = {b: {"num_samples": len(buckets[b]), "accuracy": float(np.mean(buckets[b]))} for b in order}
+    return {b: {"num_samples": len(buckets[b]), "accuracy": float(np.mean(buckets[b]))} for b in order}
 
+
+def tool_stats(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """All tool-use statistics for ``records`` (one group, e.g. one data source).
+
+    Samples whose grade hit a sandbox ``infra_error`` are left out of the accuracy buckets (their correctness is
+    unknown) but still count for calls, turns and lengths, which do not depend on grading.
+    """
+    stats = tool_use_stats([Trajectory.from_record(r) for r in records])
+    total_calls = stats.total_calls
     return {
-        "num_trajectories": len(records),
-        "tool_calls_per_trajectory": _distribution(calls),
-        "tool_calls_histogram": _int_histogram(calls),
-        "trajectories_with_tool_calls": float(np.mean([c > 0 for c in calls])) if calls else 0.0,
+        "num_trajectories": stats.num_trajectories,
+        "tool_calls_per_trajectory": distribution(stats.calls),
+        "tool_calls_histogram": int_histogram(stats.calls),
+        "trajectories_with_tool_calls": stats.with_calls_frac(),
         "total_tool_calls": total_calls,
-        "tool_call_success_rate": (statuses.get("ok", 0) / total_calls) if total_calls else None,
-        "tool_failures_per_trajectory": _distribution(failures),
-        "tool_status_counts": dict(sorted(statuses.items())),
-        "tool_latency_s": {
-            "p50": float(np.percentile(latencies, 50)) if latencies else None,
-            "p99": float(np.percentile(latencies, 99)) if latencies else None,
-        },
-        "malformed_tool_calls": int(sum(int(r.get("malformed_tool_calls", 0)) for r in records)),
-        "void_turn_rate": float(np.mean([bool(r.get("void_turn")) for r in records])) if records else 0.0,
-        "tool_infra_failures": int(sum(bool(r.get("tool_infra_failure")) for r in records)),
-        "turns_per_trajectory": _distribution(turns),
-        "turns_histogram": _int_histogram(turns),
-        "response_tokens": _distribution(lengths),
-        "response_tokens_histogram": length_histogram(lengths),
-        "accuracy_vs_tool_calls": acc_vs_calls,
+        "tool_call_success_rate": (stats.ok_calls / total_calls) if total_calls else None,
+        "tool_failures_per_trajectory": distribution(stats.failures),
+        "tool_status_counts": dict(sorted(stats.statuses.items())),
+        "tool_latency_s": {"p50": stats.latency_percentile(50), "p99": stats.latency_percentile(99)},
+        "malformed_tool_calls": sum(stats.malformed),
+        "void_turn_rate": stats.frac(stats.void_turn),
+        "tool_infra_failures": sum(stats.infra_failure),
+        "turns_per_trajectory": distribution(stats.turns),
+        "turns_histogram": int_histogram(stats.turns),
+        "response_tokens": distribution(stats.response_tokens),
+        "response_tokens_histogram": length_histogram(stats.response_tokens),
+        "accuracy_vs_tool_calls": accuracy_vs_calls(records, stats.calls),
     }

@@ -9,8 +9,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentrl_recipe.core.trajectory import Trajectory
 from agentrl_recipe.harness.eval.data import EvalProblem
-from agentrl_recipe.harness.eval.runner import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVAL_PARQUET = FIXTURES / "eval_small.parquet"
@@ -47,7 +47,7 @@ class ScriptedGenerator:
             raise KeyboardInterrupt("simulated kill")
         self.batches += 1
         out = []
-        for p, wanted in zip(problems, samples, strict=True):
+        for i, (p, wanted) in enumerate(zip(problems, samples, strict=True)):
             for s in wanted:
                 self.calls.append((p.prompt_id, s))
                 text, _ = scripted_answer(p, s)
@@ -64,9 +64,9 @@ class ScriptedGenerator:
                 messages.append({"role": "assistant", "content": text})
                 out.append(
                     Trajectory(
-                        prompt_id=p.prompt_id,
-                        sample=s,
-                        response_text=text,
+                        row_index=i,
+                        sample_index=s,
+                        response=text,
                         messages=messages,
                         num_turns=2 + 2 * calls,
                         tool_calls=calls,

@@ -107,7 +107,7 @@ def test_tiny_model_eval_end_to_end(tiny_model_dir: Path, eval_parquet: Path, tm
     problems = load_problems([str(eval_parquet)], sources=["aime2024"])
     fresh = scripted_generator(cfg, tiny_model_dir)  # a client's locks belong to the event loop that used it
     trajs = run_coroutine_sync(fresh.generate(problems, [[3], [1, 4]]))
-    got = sorted((t.prompt_id, t.sample) for t in trajs)
+    got = sorted((problems[t.row_index].prompt_id, t.sample_index) for t in trajs)
     assert got == [("aime2024/0", 3), ("aime2024/1", 1), ("aime2024/1", 4)]
 
 
