@@ -12,7 +12,6 @@ finished problem (``<out>.progress.jsonl``), so a rerun resumes where the last o
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import numpy as np
 
 from agentrl_recipe.core import names
 from agentrl_recipe.core.agent_loop import Termination
-from agentrl_recipe.harness.data.io import fingerprint, is_up_to_date, mark_done
+from agentrl_recipe.harness.data.io import earlier_report, fingerprint, mark_done
 from agentrl_recipe.harness.data.rollouts import (
     add_rollout_arguments,
     compose,
@@ -30,9 +29,10 @@ from agentrl_recipe.harness.data.rollouts import (
     run_problems,
 )
 from agentrl_recipe.harness.data.rows import ConvertError
-from agentrl_recipe.harness.data.schema import RowSink, validate_sft_row
+from agentrl_recipe.harness.data.schema import validate_sft_row
 from agentrl_recipe.harness.data.sft_format import load_tool_schemas, normalize_messages, sft_row
 from agentrl_recipe.harness.data.sft_output import finish_sft
+from agentrl_recipe.harness.data.sink import RowSink
 from agentrl_recipe.harness.data.stats import write_report
 from agentrl_recipe.harness.data.text import normalize_text
 
@@ -141,9 +141,15 @@ def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, A
         )
     }
     key = fingerprint([GENERATE_VERSION, sorted(k for k, _ in problems), settings])
-    if is_up_to_date(out, key) and not args.force:
-        print(f"{out} is up to date; --force rebuilds it (the progress log is kept either way)")
-        return json.loads(out.with_suffix(".stats.json").read_text())
+    if (
+        earlier := earlier_report(
+            out,
+            key,
+            force=args.force,
+            message=f"{out} is up to date; --force rebuilds it (the progress log is kept either way)",
+        )
+    ) is not None:
+        return earlier
     cfg = compose(args)
     tools = load_tool_schemas(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path)
     log = progress_log(out, ".progress.jsonl")

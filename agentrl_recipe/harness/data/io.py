@@ -65,7 +65,7 @@ def load_source(spec: str, *, default_split: str = "train", config: str | None =
         for path in source_files(spec):
             out.extend((str(path), i, row) for i, row in enumerate(read_local_file(path)))
         return out
-    import datasets
+    import datasets  # Hugging Face datasets: seconds to import, only hub sources need it
 
     if spec.startswith("hf://"):  # files inside a hub repo, e.g. LiveCodeBench's jsonl shards (no loading script)
         builder = "json" if spec.endswith((".jsonl", ".json")) else "parquet"
@@ -108,6 +108,19 @@ def is_up_to_date(output: str | os.PathLike, key: str) -> bool:
         return json.loads(meta.read_text()).get("fingerprint") == key
     except (OSError, json.JSONDecodeError):
         return False
+
+
+def earlier_report(
+    output: str | os.PathLike, key: str, *, force: bool, message: str, stats: str | os.PathLike | None = None
+) -> dict | None:
+    """The stats report of the up-to-date run that built ``output`` (printing ``message``), or None: build it.
+
+    ``stats`` defaults to ``<output>.stats.json``; ``force`` (``--force``) always rebuilds.
+    """
+    if force or not is_up_to_date(output, key):
+        return None
+    print(message)
+    return json.loads(Path(stats or Path(output).with_suffix(".stats.json")).read_text())
 
 
 def mark_done(output: str | os.PathLike, key: str, **info: Any) -> None:

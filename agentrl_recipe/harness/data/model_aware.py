@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from agentrl_recipe.core.io import atomic_write_parquet
-from agentrl_recipe.harness.data.io import fingerprint, is_up_to_date, mark_done, read_local_file
+from agentrl_recipe.harness.data import standalone
+from agentrl_recipe.harness.data.io import earlier_report, fingerprint, mark_done, read_local_file
 from agentrl_recipe.harness.data.rollouts import add_rollout_arguments, load_problems, progress_log, run_problems
 from agentrl_recipe.harness.data.stats import plot_bar_comparison, write_report
 
@@ -120,9 +120,15 @@ def cmd_model_aware(args: argparse.Namespace, *, client: Any = None) -> dict[str
     problems = load_problems(args.problems, args.limit)
     settings = {k: getattr(args, k) for k in ("model", "n", "seed", "size", "override", "validate_sampling")}
     key = fingerprint([MODEL_AWARE_VERSION, sorted(k for k, _ in problems), settings, target])
-    if is_up_to_date(out, key) and not args.force:
-        print(f"{out} is up to date; --force rebuilds it (the pass-rate log is kept either way)")
-        return json.loads(out.with_suffix(".stats.json").read_text())
+    if (
+        earlier := earlier_report(
+            out,
+            key,
+            force=args.force,
+            message=f"{out} is up to date; --force rebuilds it (the pass-rate log is kept either way)",
+        )
+    ) is not None:
+        return earlier
     log = progress_log(out, ".pass_rates.jsonl")
     run_problems(args, problems, log, summarize_problem, desc="model-aware rollouts", client=client)
 
@@ -204,6 +210,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from agentrl_recipe.harness.data import standalone
-
     raise SystemExit(standalone(__name__))

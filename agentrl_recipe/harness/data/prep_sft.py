@@ -21,12 +21,14 @@ from typing import Any
 from tqdm import tqdm
 
 from agentrl_recipe.core.tools.sandbox import get_sandbox
+from agentrl_recipe.harness.data import standalone
 from agentrl_recipe.harness.data.generate import add_generate_arguments, cmd_generate
-from agentrl_recipe.harness.data.io import fingerprint, is_up_to_date, load_source, mark_done, source_fingerprint
+from agentrl_recipe.harness.data.io import earlier_report, fingerprint, load_source, mark_done, source_fingerprint
 from agentrl_recipe.harness.data.rows import ConvertError, get_field
-from agentrl_recipe.harness.data.schema import RowSink, drop_arrow_nulls
+from agentrl_recipe.harness.data.schema import drop_arrow_nulls
 from agentrl_recipe.harness.data.sft_format import DEFAULT_TOOL_CONFIG, load_tool_schemas, normalize_messages, sft_row
 from agentrl_recipe.harness.data.sft_output import finish_sft
+from agentrl_recipe.harness.data.sink import RowSink
 from agentrl_recipe.harness.data.stitch import stitch, synth_problem_and_solution
 
 SFT_VERSION = 1
@@ -50,9 +52,10 @@ def convert_sft_row(row: dict, default_tools: list[dict] | None) -> dict:
 def cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     key = fingerprint(["convert", SFT_VERSION, source_fingerprint(args.source), args.tokenizer, args.tool_config])
-    if is_up_to_date(out, key) and not args.force:
-        print(f"{out} is up to date; --force rebuilds it")
-        return json.loads(out.with_suffix(".stats.json").read_text())
+    if (
+        earlier := earlier_report(out, key, force=args.force, message=f"{out} is up to date; --force rebuilds it")
+    ) is not None:
+        return earlier
     # rows without a tools column get the RL rollout's tool schemas (the same system prompt in SFT and RL)
     default_tools = load_tool_schemas(args.tool_config) if args.tool_config or DEFAULT_TOOL_CONFIG.exists() else None
     sink = RowSink("sft", out)
@@ -83,9 +86,10 @@ def cmd_synthesize(args: argparse.Namespace) -> dict[str, Any]:
             args.limit,
         ]
     )
-    if is_up_to_date(out, key) and not args.force:
-        print(f"{out} is up to date; --force rebuilds it")
-        return json.loads(out.with_suffix(".stats.json").read_text())
+    if (
+        earlier := earlier_report(out, key, force=args.force, message=f"{out} is up to date; --force rebuilds it")
+    ) is not None:
+        return earlier
     tools = load_tool_schemas(args.tool_config)
     sandbox = None
     statuses: Counter[str] = Counter()
@@ -155,6 +159,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from agentrl_recipe.harness.data import standalone
-
     raise SystemExit(standalone(__name__))

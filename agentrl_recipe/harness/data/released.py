@@ -38,14 +38,14 @@ from agentrl_recipe.core import names
 from agentrl_recipe.core.io import atomic_write_parquet
 from agentrl_recipe.harness.data import prompts
 from agentrl_recipe.harness.data.io import (
+    earlier_report,
     fingerprint,
-    is_up_to_date,
     load_source,
     mark_done,
     source_fingerprint,
 )
 from agentrl_recipe.harness.data.rows import ConvertError, convert_rows, text_field
-from agentrl_recipe.harness.data.schema import RowSink, rejects_path
+from agentrl_recipe.harness.data.sink import RowSink, rejects_path
 from agentrl_recipe.harness.data.stats import write_report
 
 LOADER_VERSION = 1  # bump when the output for the same input changes, so an up-to-date output is rebuilt
@@ -133,9 +133,16 @@ def build_released(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     key = fingerprint([LOADER_VERSION, source_fingerprint(args.released), args.templating])
     stats_path = out.with_suffix(".stats.json")
-    if is_up_to_date(out, key) and not args.force:
-        print(f"{out} is up to date (same source and settings); --force rebuilds it")
-        return json.loads(stats_path.read_text())
+    if (
+        earlier := earlier_report(
+            out,
+            key,
+            force=args.force,
+            message=f"{out} is up to date (same source and settings); --force rebuilds it",
+            stats=stats_path,
+        )
+    ) is not None:
+        return earlier
     rows = load_source(args.released, default_split="train")
     if not rows:
         raise SystemExit(f"{args.released}: no rows")

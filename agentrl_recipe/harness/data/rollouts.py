@@ -16,28 +16,20 @@ from typing import Any
 
 from tqdm import tqdm
 
-from agentrl_recipe.harness.data.io import JsonlLog, read_local_file, source_files
+from agentrl_recipe.harness.data.io import JsonlLog
+from agentrl_recipe.harness.data.problems import problem_key, read_problem_rows
 from agentrl_recipe.harness.data.schema import drop_arrow_nulls, validate_rl_row
-from agentrl_recipe.harness.data.text import exact_key
-
-
-def problem_key(row: dict) -> str:
-    """Stable id of a problem across runs and files: its data_source and a hash of its prompt."""
-    text = "\n".join(m["content"] for m in row["prompt"])
-    return f"{row['data_source']}:{exact_key(text)[:16]}"
 
 
 def load_problems(paths: Sequence[str], limit: int = 0) -> list[tuple[str, dict]]:
-    """(key, RL row) for every row of the given RL parquet files, validated; duplicates (same key) appear once."""
+    """(problem key, RL row) for every row of the given RL parquet files, validated; a repeated key appears once."""
     out: dict[str, dict] = {}
-    for spec in paths:
-        for path in source_files(spec):
-            for i, raw in enumerate(read_local_file(path)):
-                row = drop_arrow_nulls(raw)
-                errors = validate_rl_row(row)
-                if errors:
-                    raise SystemExit(f"{path}: row {i}: field {errors[0].field!r}: {errors[0].message}")
-                out.setdefault(problem_key(row), row)
+    for file, i, raw in read_problem_rows(paths):
+        row = drop_arrow_nulls(raw)
+        errors = validate_rl_row(row)
+        if errors:
+            raise SystemExit(f"{file}: row {i}: field {errors[0].field!r}: {errors[0].message}")
+        out.setdefault(problem_key(row), row)
     items = list(out.items())
     return items[:limit] if limit else items
 
@@ -72,6 +64,8 @@ def add_rollout_arguments(parser: argparse.ArgumentParser, *, default_n: int) ->
 
 
 def build_client(args: argparse.Namespace, cfg: Any) -> Any:
+    # The generation clients and the rollout stack import torch and verl: only a rollout run pays for them, not the
+    # `agentrl-recipe data` parser, which imports this module.
     from agentrl_recipe.core.generation.common import ContextLimits
 
     limits = ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
@@ -92,7 +86,7 @@ def build_client(args: argparse.Namespace, cfg: Any) -> Any:
 
 
 def compose(args: argparse.Namespace) -> Any:
-    from agentrl_recipe.harness.rollout import compose_config
+    from agentrl_recipe.harness.rollout import compose_config  # torch/verl; see build_client
 
     # Data prep reads only the scorer's verdict (acc), never the shaped reward: overlong shaping off, so a short
     # --response-length cannot clash with the training buffer (4096). User overrides still come last.
@@ -127,7 +121,7 @@ def run_problems(
     per_chunk = max(1, args.concurrency // args.n)
 
     async def go() -> None:
-        from agentrl_recipe.harness.rollout import Rollout
+        from agentrl_recipe.harness.rollout import Rollout  # torch/verl; see build_client
 
         runner = await Rollout.create(cfg, client, score=True)
         with tqdm(total=len(problems), initial=len(problems) - len(todo), desc=desc, unit="problem") as bar:

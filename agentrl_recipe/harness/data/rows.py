@@ -9,7 +9,7 @@ from typing import Any
 from tqdm import tqdm
 
 from agentrl_recipe.core import names
-from agentrl_recipe.harness.data.schema import RowSink
+from agentrl_recipe.harness.data.sink import RowSink
 
 
 class ConvertError(ValueError):

@@ -1,7 +1,8 @@
 """The two row formats data prep writes, validated: the verl RL row and the verl multi-turn SFT row.
 
-A row that fails validation is never dropped silently and never kept: :class:`RowSink` moves it, with the file, row
-number, field and reason, to ``<output>.rejects.jsonl`` next to the output, and the command reports the count.
+A row that fails validation is never dropped silently and never kept: :class:`~agentrl_recipe.harness.data.sink.RowSink`
+moves it, with the file, row number, field and reason, to ``<output>.rejects.jsonl`` next to the output, and the
+command reports the count.
 
 RL row (``verl.utils.dataset.rl_dataset.RLHFDataset``)::
 
@@ -28,14 +29,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.core import names
-from agentrl_recipe.core.io import atomic_write_jsonl
 from agentrl_recipe.core.rewards.assert_tests import AssertTests, is_assert_form
 from agentrl_recipe.core.rewards.code_grading import CodeTests
+from agentrl_recipe.core.rewards.scoring import task_kind
+from agentrl_recipe.harness.data.io import read_local_file
 
 PROMPT_ROLES = ("system", "user", "assistant")
 SFT_ROLES = ("system", "user", "assistant", "tool")
@@ -54,13 +55,6 @@ class SchemaError(ValueError):
     def __init__(self, file: str, row: int, field: str, message: str) -> None:
         super().__init__(f"{file}: row {row}: field {field!r}: {message}")
         self.file, self.row, self.field, self.message = file, row, field, message
-
-
-def task_kind(data_source: str) -> str:
-    """The scorer's routing ("math" | "gpqa" | "code"); one routing function for the whole project."""
-    from agentrl_recipe.core.rewards.scoring import task_kind as scoring_task_kind
-
-    return scoring_task_kind(data_source)
 
 
 # ----------------------------------------------------------------------------------------------- RL rows
@@ -255,81 +249,11 @@ def _validate_tool_call(call: Any, where: str, tool_names: set[str]) -> list[Fie
     return errors
 
 
-# ----------------------------------------------------------------------------------------------- the sink
 VALIDATORS = {"rl": validate_rl_row, "sft": validate_sft_row}
-
-
-def rejects_path(output: str | Path) -> Path:
-    output = Path(output)
-    return output.with_name(output.name.removesuffix(".parquet") + ".rejects.jsonl")
-
-
-class RowSink:
-    """Collects validated rows for one output file; invalid rows go to its rejects file, with the reason."""
-
-    def __init__(self, kind: str, output: str | Path) -> None:
-        if kind not in VALIDATORS:
-            raise ValueError(f"unknown row kind {kind!r}; choose from {sorted(VALIDATORS)}")
-        self.kind = kind
-        self.output = Path(output)
-        self.validate = VALIDATORS[kind]
-        self.rows: list[dict] = []
-        self.rejects: list[dict] = []
-
-    def add(self, row: Any, *, file: str, row_no: int, source: Any = None) -> bool:
-        """Validate and keep ``row``; on failure record it (and the source row) as a reject. Returns kept?"""
-        errors = self.validate(row)
-        if errors:
-            self.reject(file=file, row_no=row_no, errors=errors, row=row, source=source)
-            return False
-        self.rows.append(row)
-        return True
-
-    def reject(
-        self,
-        *,
-        file: str,
-        row_no: int,
-        errors: list[FieldError] | None = None,
-        field: str | None = None,
-        error: str | None = None,
-        row: Any = None,
-        source: Any = None,
-    ) -> None:
-        """Record a row that could not be converted or failed validation."""
-        errors = errors or [FieldError(field or "<row>", error or "rejected")]
-        self.rejects.append(
-            {
-                "file": file,
-                "row": row_no,
-                "field": errors[0].field,
-                "error": errors[0].message,
-                "errors": [dataclasses.asdict(e) for e in errors],
-                "output_row": row,
-                "source_row": source,
-            }
-        )
-
-    def reason_counts(self) -> dict[str, int]:
-        return dict(Counter(f"{r['field']}: {r['error'][:80]}" for r in self.rejects).most_common())
-
-    def write_rejects(self) -> Path:
-        """Write the rejects file (always, so an empty file says 'zero rejects' for this output)."""
-        path = rejects_path(self.output)
-        atomic_write_jsonl(path, self.rejects)
-        return path
-
-    def first_error(self) -> SchemaError | None:
-        if not self.rejects:
-            return None
-        r = self.rejects[0]
-        return SchemaError(r["file"], r["row"], r["field"], r["error"])
 
 
 def validate_file(path: str | Path, kind: str) -> list[SchemaError]:
     """Validate every row of an existing parquet/jsonl file; the errors name file, row and field."""
-    from agentrl_recipe.harness.data.io import read_local_file
-
     validate = VALIDATORS[kind]
     out = []
     for i, row in enumerate(read_local_file(Path(path))):

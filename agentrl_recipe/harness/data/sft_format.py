@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from agentrl_recipe.core import names
 from agentrl_recipe.harness.data.rows import ConvertError
 
@@ -25,8 +27,6 @@ DEFAULT_TOOL_CONFIG = REPO_ROOT / "verl_configs" / "tools" / "code_interpreter.y
 def load_tool_schemas(tool_config: str | Path | None = None) -> list[dict[str, Any]]:
     """The OpenAI tool schemas from a verl tool-config YAML — the same file the RL rollout uses, so SFT and RL
     render the identical tools block in the system prompt."""
-    from omegaconf import OmegaConf
-
     path = Path(tool_config or DEFAULT_TOOL_CONFIG)
     if not path.exists():
         raise FileNotFoundError(f"tool config {path} not found (pass --tool-config)")
@@ -124,7 +124,7 @@ def check_with_verl_dataset(parquet: Path, tokenizer_path: str | Path, *, max_le
     assistant text and tool calls only — each assistant message's content lies inside the masked text, while user
     and tool content does not.
     """
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # transformers and verl's dataset: seconds to import, only --tokenizer
     from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
     tok = AutoTokenizer.from_pretrained(str(tokenizer_path))

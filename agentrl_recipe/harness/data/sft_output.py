@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.core.io import atomic_write_parquet
-from agentrl_recipe.harness.data.schema import RowSink
 from agentrl_recipe.harness.data.sft_format import check_with_verl_dataset
+from agentrl_recipe.harness.data.sink import RowSink
 from agentrl_recipe.harness.data.stats import plot_length_histogram, summarize, write_report
 from agentrl_recipe.harness.data.text import exact_key
 

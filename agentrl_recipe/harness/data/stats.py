@@ -12,7 +12,7 @@ from agentrl_recipe.core.io import atomic_write_json, save_figure
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # here: Agg must be chosen before pyplot is imported, and only plotting pays for it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

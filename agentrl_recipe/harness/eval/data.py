@@ -2,7 +2,8 @@
 
 Row format (CONTRACTS.md): ``data_source``, ``prompt`` (chat list), ``ability``, ``reward_model{ground_truth, style}``,
 ``extra_info{index, ...}``, ``agent_name``. Each problem gets a stable ``prompt_id = "<data_source>/<index>"`` (the row
-number in its file when ``extra_info.index`` is missing), which keys the rollout dump for resuming.
+number in its file when ``extra_info.index`` is missing), which keys the rollout dump for resuming. Files are read by
+:func:`~agentrl_recipe.harness.data.problems.read_problem_rows`, the one problems reader (data prep uses it too).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from agentrl_recipe.core.rewards.scoring import task_kind
+from agentrl_recipe.harness.data.problems import prompt_id, read_problem_rows
 
 
 @dataclass
@@ -29,32 +32,6 @@ class EvalProblem:
         return self.row.get("extra_info") or {}
 
 
-def expand_paths(paths: list[str]) -> list[Path]:
-    """Files as given, folders expanded to their ``*.parquet`` files (sorted). Missing paths raise."""
-    out: list[Path] = []
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            found = sorted(path.glob("*.parquet"))
-            if not found:
-                raise FileNotFoundError(f"eval data folder {path} holds no *.parquet files")
-            out.extend(found)
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise FileNotFoundError(f"eval data {path} does not exist")
-    return out
-
-
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(path).to_pylist()
-    except Exception as e:
-        raise ValueError(f"{path}: cannot read as parquet ({type(e).__name__}: {e})") from e
-
-
 def _decode_json_field(value: Any, where: str) -> Any:
     # The original release stores LCB's reward_model / extra_info as JSON strings; accept both shapes.
     if isinstance(value, str):
@@ -66,8 +43,6 @@ def _decode_json_field(value: Any, where: str) -> Any:
 
 
 def problem_from_row(row: dict[str, Any], *, file: str, row_number: int) -> EvalProblem:
-    from agentrl_recipe.core.rewards.scoring import task_kind
-
     where = f"{file} row {row_number}"
     for key in ("data_source", "prompt", "reward_model"):
         if row.get(key) is None:
@@ -82,10 +57,8 @@ def problem_from_row(row: dict[str, Any], *, file: str, row_number: int) -> Eval
     if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
         raise ValueError(f"{where}: 'reward_model' must hold 'ground_truth'")
     data_source = str(row["data_source"])
-    index = row["extra_info"].get("index")
-    prompt_id = f"{data_source}/{index if index is not None else row_number}"
     return EvalProblem(
-        prompt_id=prompt_id,
+        prompt_id=prompt_id(data_source, row["extra_info"], row_number),
         data_source=data_source,
         task=task_kind(data_source),
         ground_truth=reward_model["ground_truth"],
@@ -97,10 +70,7 @@ def problem_from_row(row: dict[str, Any], *, file: str, row_number: int) -> Eval
 
 def load_problems(paths: list[str], *, sources: list[str] | None = None, limit: int | None = None) -> list[EvalProblem]:
     """All problems of ``paths`` in file order, optionally only ``sources`` and the first ``limit`` per source."""
-    problems: list[EvalProblem] = []
-    for path in expand_paths(paths):
-        for i, row in enumerate(_read_rows(path)):
-            problems.append(problem_from_row(row, file=str(path), row_number=i))
+    problems = [problem_from_row(row, file=file, row_number=i) for file, i, row in read_problem_rows(paths)]
     dupes = [pid for pid, n in Counter(p.prompt_id for p in problems).items() if n > 1]
     if dupes:
         raise ValueError(

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl_recipe.core import names
-from agentrl_recipe.harness.data import prep_eval, prompts
+from agentrl_recipe.harness.data import eval_lcb, prep_eval, prompts
 from agentrl_recipe.harness.data.io import read_local_file
 from agentrl_recipe.harness.data.rows import ConvertError
 
@@ -78,12 +78,12 @@ def test_lcb_unpickling_refuses_code(tmp_path: Path, eval_dir: Path) -> None:
 
     blob = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
     with pytest.raises(ConvertError, match="refusing"):
-        prep_eval.decode_lcb_tests(blob, "private_test_cases")
+        eval_lcb.decode_lcb_tests(blob, "private_test_cases")
     assert not marker.exists()
     tests = [{"input": "1\n", "output": "2\n", "testtype": "stdin"}]
-    assert prep_eval.decode_lcb_tests(prep_eval.encode_lcb_tests(tests), "x") == tests
+    assert eval_lcb.decode_lcb_tests(eval_lcb.encode_lcb_tests(tests), "x") == tests
     with pytest.raises(ConvertError, match="cannot decode"):
-        prep_eval.decode_lcb_tests("bm90IHpsaWI=", "x")
+        eval_lcb.decode_lcb_tests("bm90IHpsaWI=", "x")
 
 
 def test_open_agentrl_eval_flavours(data_dir: Path, tmp_path: Path, parse_args) -> None:

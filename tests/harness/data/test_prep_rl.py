@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl_recipe.core import names
-from agentrl_recipe.harness.data import prep_rl, prompts
+from agentrl_recipe.harness.data import prep_rl, prompts, rl_sources
 from agentrl_recipe.harness.data.io import read_local_file
 from agentrl_recipe.harness.data.rows import ConvertError
 from agentrl_recipe.harness.data.text import Decontaminator, dedup, normalize_text, word_ngrams
@@ -22,7 +22,7 @@ def rows_of(path: Path) -> list[dict]:
 # ----------------------------------------------------------------------------------------------- converters
 def test_dapo_prompt_is_the_originals_map_fn2(data_dir: Path) -> None:
     src = rows_of(data_dir / "dapo_math_17k.jsonl")[0]
-    row = prep_rl.convert_dapo(src)
+    row = rl_sources.convert_dapo(src)
     content = src["prompt"][0]["content"]
     assert row["prompt"] == [{"role": "user", "content": content + prompts.NO_UNITS_DAPO}]
     assert row["prompt"][0]["content"].endswith(
@@ -39,7 +39,7 @@ def test_dapo_prompt_is_the_originals_map_fn2(data_dir: Path) -> None:
 
 def test_skywork_math_decodes_the_answer_list_and_wraps_the_template(data_dir: Path) -> None:
     src = rows_of(data_dir / "skywork_or1_math.jsonl")[1]
-    row = prep_rl.convert_skywork_math(src)
+    row = rl_sources.convert_skywork_math(src)
     assert row["data_source"] == names.DS_SKYWORK_MATH and row["reward_model"]["ground_truth"] == "4"
     expected = (
         "Analyze and solve the following math problem step by step. \n\n"
@@ -56,43 +56,43 @@ def test_skywork_math_decodes_the_answer_list_and_wraps_the_template(data_dir: P
     assert row["extra_info"]["source_label"] == "train-math-deepscaler"
     assert row["extra_info"]["model_difficulty"]["DeepSeek-R1-Distill-Qwen-7B"] == 0
     with pytest.raises(ConvertError) as err:
-        prep_rl.convert_skywork_math(rows_of(data_dir / "skywork_or1_math.jsonl")[3])
+        rl_sources.convert_skywork_math(rows_of(data_dir / "skywork_or1_math.jsonl")[3])
     assert err.value.field == "reward_model.ground_truth"
 
 
 def test_skywork_code_test_shapes(data_dir: Path) -> None:
     src = rows_of(data_dir / "skywork_or1_code.jsonl")
     stdin, fn, leetcode, lines, helper = src
-    gt = [json.loads(prep_rl.convert_skywork_code(r)["reward_model"]["ground_truth"]) for r in (stdin, fn, leetcode)]
+    gt = [json.loads(rl_sources.convert_skywork_code(r)["reward_model"]["ground_truth"]) for r in (stdin, fn, leetcode)]
     assert gt[0] == {"inputs": ["3\n1 2 3\n", "1\n-5\n"], "outputs": ["6\n", "-5\n"], "fn_name": None}
     assert gt[1]["fn_name"] == "add" and gt[1]["inputs"] == ["1\n2", "[1]\n[2]"]
     # keywords reordered to the signature twoSum(self, nums, target): one JSON value per line, positional
     assert gt[2] == {"inputs": ["[2, 7, 11, 15]\n9", "[3, 3]\n6"], "outputs": ["[0, 1]", "[0, 1]"], "fn_name": "twoSum"}
-    assert json.loads(prep_rl.convert_skywork_code(lines)["reward_model"]["ground_truth"])["inputs"] == [
+    assert json.loads(rl_sources.convert_skywork_code(lines)["reward_model"]["ground_truth"])["inputs"] == [
         "hello\nworld\n"
     ]
     # helper objects (ListNode) have no LCB encoding: the row keeps its raw asserts, graded by running them
-    kept = prep_rl.convert_skywork_code(helper)
+    kept = rl_sources.convert_skywork_code(helper)
     assert kept["reward_model"]["ground_truth"] == helper["reward_model"]["ground_truth"]
     assert kept["extra_info"]["num_tests"] == 1
     bad = json.loads(helper["reward_model"]["ground_truth"])
     bad["test_code"] = "def check(candidate):\n    assert candidate(head = list_node([1])) != 2\n"
     helper = {**helper, "reward_model": {"ground_truth": json.dumps(bad), "style": "rule"}}
     with pytest.raises(ConvertError, match=r"unconvertible assert .* as raw asserts: unsupported assert shape"):
-        prep_rl.convert_skywork_code(helper)
-    content = prep_rl.convert_skywork_code(stdin)["prompt"][0]["content"]
+        rl_sources.convert_skywork_code(helper)
+    content = rl_sources.convert_skywork_code(stdin)["prompt"][0]["content"]
     assert content == stdin["prompt"][0]["content"] + prompts.AGENT_PROMPT + prompts.CODE_SUBMIT
     assert "Before sumbit your code" in content  # the original's typo, kept: it is the trained prompt
 
 
 def test_megascience_selection(data_dir: Path) -> None:
     src = rows_of(data_dir / "megascience.jsonl")
-    kept = [prep_rl.convert_megascience(r) for r in src]
+    kept = [rl_sources.convert_megascience(r) for r in src]
     assert [r is not None for r in kept] == [True, True, False, False]  # non-numeric and empty answers left out
     assert kept[0]["ability"] == "physics" and kept[1]["ability"] == "science"  # empty subject
     assert kept[0]["reward_model"]["ground_truth"] == "0.25"
     assert kept[0]["prompt"][0]["content"] == src[0]["question"] + prompts.NO_UNITS_DAPO
-    assert prep_rl.convert_megascience(src[2], answers="any")["reward_model"]["ground_truth"] == "The mitochondrion"
+    assert rl_sources.convert_megascience(src[2], answers="any")["reward_model"]["ground_truth"] == "The mitochondrion"
 
 
 # ----------------------------------------------------------------------------------------------- text keys
@@ -204,18 +204,18 @@ def test_sampling_counts_weights_and_parquet_sources(data_dir: Path, tmp_path: P
 def test_rerun_skips_and_resumes_after_a_kill(data_dir: Path, tmp_path: Path, parse_args, monkeypatch) -> None:
     out = tmp_path / "train.parquet"
     args = parse_args(prep_rl, mix_argv(data_dir, out))
-    real = prep_rl.SOURCES[names.DS_SKYWORK_CODE]
+    real = rl_sources.SOURCES[names.DS_SKYWORK_CODE]
 
     def killed(row: dict) -> dict:
         raise KeyboardInterrupt  # the run dies while converting the third source
 
     monkeypatch.setitem(
-        prep_rl.SOURCES, names.DS_SKYWORK_CODE, prep_rl.SourceSpec(**{**real.__dict__, "convert": killed})
+        rl_sources.SOURCES, names.DS_SKYWORK_CODE, rl_sources.SourceSpec(**{**real.__dict__, "convert": killed})
     )
     with pytest.raises(KeyboardInterrupt):
         prep_rl.build_rl_mix(args)
     assert not out.exists()  # nothing half-written
-    monkeypatch.setitem(prep_rl.SOURCES, names.DS_SKYWORK_CODE, real)
+    monkeypatch.setitem(rl_sources.SOURCES, names.DS_SKYWORK_CODE, real)
     report = prep_rl.build_rl_mix(args)
     cached = {name: entry["cached"] for name, entry in report["sources"].items()}
     assert cached == {

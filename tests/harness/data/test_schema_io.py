@@ -11,7 +11,8 @@ from agentrl_recipe.core import names
 from agentrl_recipe.core.io import atomic_write_parquet
 from agentrl_recipe.harness.data.io import JsonlLog
 from agentrl_recipe.harness.data.rows import rl_row
-from agentrl_recipe.harness.data.schema import RowSink, rejects_path, validate_file, validate_rl_row, validate_sft_row
+from agentrl_recipe.harness.data.schema import validate_file, validate_rl_row, validate_sft_row
+from agentrl_recipe.harness.data.sink import RowSink, rejects_path
 
 TOOLS = [{"type": "function", "function": {"name": "code_interpreter", "parameters": {"type": "object"}}}]
 
