@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from agentrl_recipe.harness.data.schema import validate_file
+
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rl": ("agentrl_recipe.harness.data.prep_rl", "build the diverse RL mix (paper: Open-AgentRL-30K)"),
     "eval": (
@@ -34,8 +36,6 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def validate_main(args: argparse.Namespace) -> int:
-    from agentrl_recipe.harness.data.schema import validate_file
-
     bad = 0
     for path in args.files:
         errors = validate_file(path, args.kind)

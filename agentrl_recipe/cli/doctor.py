@@ -11,14 +11,23 @@ non-zero, saying what to fix, when the plugin failed to load, a name is missing,
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata as md
+import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
+import time
+import traceback
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+import yaml
+
+from agentrl_recipe.core import names
+from agentrl_recipe.harness.config_paths import REPO_ROOT
+
 TOOL_CONFIG_DIR = REPO_ROOT / "verl_configs" / "tools"
 PROBE_TIMEOUT_S = 300
 # Each kind of names.REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name).
@@ -35,12 +44,6 @@ REGISTRIES: dict[str, tuple[str, str]] = {
 
 def probe(check_sandbox: bool = True) -> dict[str, Any]:
     """Runs inside the fresh subprocess: import verl the way workers do, then inspect verl's registries."""
-    import importlib
-    import importlib.metadata as md
-    import logging
-    import time
-    import traceback
-
     logging.disable(logging.WARNING)  # keep the JSON clean; failures are reported in it
     report: dict[str, Any] = {"python": sys.version.split()[0], "problems": []}
     problems: list[str] = report["problems"]
@@ -56,7 +59,7 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
         problems.append("VERL_USE_EXTERNAL_PLUGINS=none disables verl plugins: unset it (or list agentrl_recipe in it)")
 
     t0 = time.perf_counter()
-    import verl
+    import verl  # here, timed: the probe is what imports verl (and its plugins), never the doctor's own process
 
     report["verl_import_s"] = round(time.perf_counter() - t0, 2)
     report["verl_version"] = getattr(verl, "__version__", "unknown")
@@ -74,8 +77,6 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
             report["plugin_error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             report["plugin_traceback"] = traceback.format_exc()
             problems.append(f"the plugin fails to import: {report['plugin_error']} (see plugin_traceback)")
-
-    from agentrl_recipe.core import names
 
     report["registered"] = registered = {}
     for kind, name in names.REGISTERED.items():
@@ -106,8 +107,6 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
 
 def _registry_entry(kind: str, name: str) -> Any:
     """What verl's registry for ``kind`` holds under ``name`` (None when absent)."""
-    import importlib
-
     module, attr = REGISTRIES[kind]
     try:
         return getattr(importlib.import_module(module), attr).get(name)
@@ -116,16 +115,12 @@ def _registry_entry(kind: str, name: str) -> Any:
 
 
 def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
-    import importlib
-
-    import yaml
-
     results = []
     for path in sorted(TOOL_CONFIG_DIR.glob("*.yaml")):
         for tool in (yaml.safe_load(path.read_text()) or {}).get("tools", []):
             class_name = tool.get("class_name", "")
             info: dict[str, Any] = {"config": str(path.relative_to(REPO_ROOT)), "class_name": class_name}
-            try:
+            try:  # verl inside the try: a verl that fails to import is reported per tool
                 from verl.tools.base_tool import BaseTool
 
                 mod_name, _, cls_name = class_name.rpartition(".")
@@ -143,6 +138,7 @@ def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
 
 def _sandbox_runtime() -> dict[str, Any]:
     """The local sandbox's own Python packages (runtime_env): where, for which Python, which pinned versions."""
+    # The sandbox package is imported by the probe only: one that fails to import breaks the probe, not the doctor.
     from agentrl_recipe.core.tools.sandbox import runtime_env
 
     try:
@@ -153,7 +149,7 @@ def _sandbox_runtime() -> dict[str, Any]:
 
 
 def _check_sandbox(problems: list[str]) -> dict[str, Any]:
-    try:
+    try:  # inside the try: a sandbox package that fails to import is reported as a problem
         from agentrl_recipe.core.tools.sandbox import health_check
 
         result = dict(health_check())
@@ -167,9 +163,7 @@ def _check_sandbox(problems: list[str]) -> dict[str, Any]:
 
 
 def _hardware() -> dict[str, Any]:
-    import importlib.util
-
-    import torch
+    import torch  # heavy (seconds): only the probe's subprocess needs it
 
     info: dict[str, Any] = {
         "torch": torch.__version__,
@@ -178,8 +172,6 @@ def _hardware() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
     }
     if importlib.util.find_spec("vllm") is not None:
-        import importlib.metadata as md
-
         info["vllm"] = md.version("vllm")
     else:
         info["vllm"] = None  # expected on CPU machines; `pip install -e .[gpu]` on GPU nodes

@@ -11,7 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+from agentrl_recipe.harness.eval import report as report_lib
 from agentrl_recipe.harness.eval.config import BACKENDS, EvalConfig
+from agentrl_recipe.harness.eval.runner import run_eval, write_report
 
 
 def _default_out(model: str) -> str:
@@ -116,19 +118,13 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 
 
 def main(args: argparse.Namespace) -> int:
-    from agentrl_recipe.harness.eval import report as report_lib
-
     try:
         if args.eval_command == "run":
-            from agentrl_recipe.harness.eval.runner import run_eval
-
             cfg = config_from_args(args)
             report = run_eval(cfg, show_progress=not args.no_progress)
             print(report_lib.markdown_table(report))
             print(f"report: {Path(cfg.out_dir) / report_lib.REPORT_FILE}")
         elif args.eval_command == "report":
-            from agentrl_recipe.harness.eval.runner import write_report
-
             report = write_report(args.run_dir, plots=not args.no_plots)
             print(report_lib.markdown_table(report))
         elif args.eval_command == "compare":

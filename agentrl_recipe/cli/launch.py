@@ -27,28 +27,20 @@ config, the check report and the command, and exits — on any machine, no GPU n
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from agentrl_recipe.cli import configs
-from agentrl_recipe.core import config as agentrl_config
+from omegaconf import OmegaConf
+
+from agentrl_recipe.cli import configs, preflight
+from agentrl_recipe.cli.launch_env import file_logger_env, platform_env, rl_env
+from agentrl_recipe.cli.smoke import SMOKE_STAGES, prepare_smoke
 from agentrl_recipe.core import names
-from agentrl_recipe.core.cpu import PLATFORM_ENV
 from agentrl_recipe.harness import cpu_inputs
 
-PLUGIN_MODULE = "agentrl_recipe.core.plugin"
-SMOKE_CONFIG = "agentrl_rl_smoke"
-# The paper's layout on the tiny model (8 GPUs): step 1 with a checkpoint, then a second launch resuming from it.
-PAPER_LAYOUT_SMOKE_CONFIG = "agentrl_rl_smoke_paper_layout"
-SMOKE_STAGES = {"rl-smoke": SMOKE_CONFIG, "rl-smoke-paper-layout": PAPER_LAYOUT_SMOKE_CONFIG}
-SMOKE_DIR = Path("outputs/rl_smoke")
-FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT")
 # Keys holding file paths that Ray workers open; made absolute when they exist relative to the cwd or repo root.
 RL_PATH_KEYS = (
     "data.train_files",
@@ -100,7 +92,7 @@ def _absolute_path_overrides(name: str, overrides: list[str]) -> list[str]:
     extra = []
     for key in RL_PATH_KEYS:
         try:
-            value = configs._resolved(cfg, key)
+            value = configs.resolved(cfg, key)
         except Exception:
             continue
         absolute = os.path.abspath(value) if key in RL_OUTPUT_KEYS and isinstance(value, str) else _absolute(value)
@@ -137,41 +129,10 @@ def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tu
     return command + overrides, {**platform_env(cfg), **file_logger_env(cfg)}
 
 
-def platform_env(cfg: Any) -> dict[str, str]:
-    """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
-    return {PLATFORM_ENV: names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
-
-
-def file_logger_env(cfg: Any) -> dict[str, str]:
-    """Where verl's ``file`` logger writes: under the run's checkpoint dir, not ``./<project_name>/`` (verl's default,
-    which from the repo root is the package folder). An explicit ``VERL_FILE_LOGGER_PATH``/``_ROOT`` wins."""
-    loggers = cfg.trainer.get("logger") or []
-    if "file" not in loggers or os.environ.get("VERL_FILE_LOGGER_PATH") or os.environ.get("VERL_FILE_LOGGER_ROOT"):
-        return {}
-    return {"VERL_FILE_LOGGER_ROOT": str(Path(str(cfg.trainer.default_local_dir)).resolve())}
-
-
 def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     directory, config_name, _ = configs.locate(name)
-    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(dict.fromkeys([*modules, PLUGIN_MODULE]))}
-    # The tool reads only its own YAML, so agentrl.sandbox's url/backend reach it (in every worker) as environment
-    # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
     cfg, _ = configs.compose(name, overrides)
-    env.update(platform_env(cfg))
-    env.update(file_logger_env(cfg))
-    # Variables the workers read that a remote cluster's workers would not inherit: component markers
-    # (agentrl_recipe/core/trace.py) and verl's file logger, which runs in the TaskRunner worker.
-    for key in FORWARDED_ENV:
-        if os.environ.get(key):
-            env[key] = os.environ[key]
-    sandbox = agentrl_config.section(cfg, "sandbox")
-    env.update(sandbox_pool_env(cfg, sandbox))
-    url = args.sandbox_url or sandbox.get("url")
-    if url:
-        env[names.ENV_SANDBOX_URL] = url
-    if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(names.ENV_SANDBOX_BACKEND)):
-        env[names.ENV_SANDBOX_BACKEND] = os.environ.get(names.ENV_SANDBOX_BACKEND) or sandbox["backend"]
+    env = rl_env(cfg, args.sandbox_url)
     extra = _absolute_path_overrides(name, overrides)
     if os.environ.get("RAY_ADDRESS"):
         # Workers of an existing cluster do not inherit this environment: ship the variables in the runtime_env.
@@ -187,58 +148,6 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
         f"--config-name={config_name}",
     ]
     return command + overrides + extra, env
-
-
-def sandbox_pool_env(cfg: Any, sandbox: dict[str, Any]) -> dict[str, str]:
-    """Size each worker's local sandbox pool for its node: the config's ``agentrl.sandbox.pool_size`` when set (the
-    tool reads only its own YAML, so it travels as an environment variable), else the node's CPUs shared by the
-    sandbox-using processes on it (agent-loop + reward workers spread over the nodes; local.default_pool_size)."""
-    workers = int(cfg.actor_rollout_ref.rollout.agent.get("num_workers", 8)) + int(cfg.reward.get("num_workers", 8))
-    per_node = -(-workers // max(1, int(cfg.trainer.get("nnodes", 1))))
-    env = {names.ENV_SANDBOX_PROCESSES_PER_NODE: str(per_node)}
-    if sandbox.get("pool_size"):
-        env[names.ENV_SANDBOX_POOL_SIZE] = str(int(sandbox["pool_size"]))
-    return env
-
-
-def prepare_smoke(out_dir: Path = SMOKE_DIR) -> dict[str, Path]:
-    """The tiny model and a 16-row math/code RL parquet (train = val) for the GPU smoke run; CPU only, seconds."""
-    from agentrl_recipe.harness.data.io import atomic_write_parquet
-    from agentrl_recipe.harness.data.rows import rl_row
-    from agentrl_recipe.harness.tiny_model import TinyModelSpec, build_tiny_model
-
-    model_dir = out_dir / "tiny_model"
-    if not (model_dir / "config.json").is_file():
-        # head_dim 64 (256 / 4): every vLLM attention backend supports it; the default tiny model's 32 is not universal.
-        build_tiny_model(model_dir, TinyModelSpec(hidden_size=256, intermediate_size=512))
-    rows = []
-    for i in range(12):
-        a, b = 17 + 3 * i, 5 + i
-        rows.append(
-            rl_row(
-                names.DS_DAPO,
-                f"Compute {a} * {b} with the code tool. Put the answer in \\boxed{{}}.",
-                "math",
-                str(a * b),
-                {"source_id": f"smoke-math-{i}"},
-            )
-        )
-    for i in range(4):
-        tests = {"inputs": [f"{i}\n"], "outputs": [f"{i + 1}\n"], "fn_name": None}
-        rows.append(
-            rl_row(
-                names.DS_SKYWORK_CODE,
-                "Read an integer n and print n + 1. Answer in ```python```.",
-                "code",
-                json.dumps(tests),
-                {"source_id": f"smoke-code-{i}"},
-            )
-        )
-    for index, row in enumerate(rows):
-        row["extra_info"]["index"] = index
-    train = out_dir / "train.parquet"
-    atomic_write_parquet(train, rows)
-    return {"model": model_dir, "train": train}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -268,36 +177,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     stage = "rl" if args.stage in SMOKE_STAGES else args.stage
-    if args.stage in SMOKE_STAGES:
-        name = args.config or SMOKE_STAGES[args.stage]
-        made = prepare_smoke()
-        print(f"smoke inputs: {made['model']} {made['train']}")
-    else:
-        name = args.config or f"agentrl_{stage}"
-    if name in cpu_inputs.CPU_CONFIGS and not args.data:  # the CPU configs' default inputs, built offline
-        made = cpu_inputs.prepare()
-        print(f"CPU inputs: {made.model} {made.sft} {made.rl_train} {made.rl_val}")
+    name = _prepare_inputs(args, stage)
     overrides = build_overrides(args, stage)
     report = configs.check(name, overrides, strict_paths=not args.dry_run or args.stage in SMOKE_STAGES)
-    if args.dry_run:
-        from omegaconf import OmegaConf
-
-        if report.kind != "?":
-            cfg, _ = configs.compose(name, overrides)
-            try:
-                print(OmegaConf.to_yaml(cfg, resolve=True), end="")
-            except Exception:  # a mandatory ??? value or a bad interpolation: the report below names it
-                print(OmegaConf.to_yaml(cfg), end="")
+    if args.dry_run and report.kind != "?":
+        _print_composed(name, overrides)
     print(report.format())
     if report.kind not in ("?", stage):
         print(f"{name} is an {report.kind} config; use `make {report.kind}`", file=sys.stderr)
         return 2
     runs = []
     if report.kind == stage:  # it composed: show the commands even when the check failed
-        build = sft_command if stage == "sft" else rl_command
-        if args.stage == "rl-smoke-paper-layout":  # step 1 and its checkpoint, then resume (resume_mode: auto)
-            runs.append(build(name, [*overrides, "trainer.total_training_steps=1"], args))
-        runs.append(build(name, overrides, args))
+        runs = _build_runs(args, stage, name, overrides)
         for command, env in runs:
             env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
             print("command:", (env_prefix + " " if env_prefix else "") + shlex.join(command))
@@ -315,11 +206,43 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare_inputs(args: argparse.Namespace, stage: str) -> str:
+    """The config to launch, after building the offline inputs of the smoke stages and the CPU configs."""
+    if args.stage in SMOKE_STAGES:
+        name = args.config or SMOKE_STAGES[args.stage]
+        made = prepare_smoke()
+        print(f"smoke inputs: {made['model']} {made['train']}")
+    else:
+        name = args.config or f"agentrl_{stage}"
+    if name in cpu_inputs.CPU_CONFIGS and not args.data:  # the CPU configs' default inputs, built offline
+        made = cpu_inputs.prepare()
+        print(f"CPU inputs: {made.model} {made.sft} {made.rl_train} {made.rl_val}")
+    return name
+
+
+def _print_composed(name: str, overrides: list[str]) -> None:
+    cfg, _ = configs.compose(name, overrides)
+    try:
+        print(OmegaConf.to_yaml(cfg, resolve=True), end="")
+    except Exception:  # a mandatory ??? value or a bad interpolation: the report below names it
+        print(OmegaConf.to_yaml(cfg), end="")
+
+
+def _build_runs(
+    args: argparse.Namespace, stage: str, name: str, overrides: list[str]
+) -> list[tuple[list[str], dict[str, str]]]:
+    """(command, environment) of each trainer run the launch makes, in order."""
+    build = sft_command if stage == "sft" else rl_command
+    runs = []
+    if args.stage == "rl-smoke-paper-layout":  # step 1 and its checkpoint, then resume (resume_mode: auto)
+        runs.append(build(name, [*overrides, "trainer.total_training_steps=1"], args))
+    runs.append(build(name, overrides, args))
+    return runs
+
+
 def _preflight_passes(name: str, overrides: list[str]) -> bool:
     """The cheap preflight checks (agentrl_recipe/cli/preflight.py): a broken sandbox, too old a driver, too few Ray
     CPUs or too little disk stops the launch here, not an hour into the run."""
-    from agentrl_recipe.cli import preflight
-
     results = preflight.run(name, overrides, cheap=True)
     for result in results:
         print(result.line())

@@ -7,12 +7,15 @@ initialises CUDA: the driver and the GPUs come from ``nvidia-smi``, the CUDA bui
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata as md
 import importlib.util
 import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from agentrl_recipe.core.tools.sandbox import close_all, health_check
 
 
 @dataclasses.dataclass
@@ -50,7 +53,7 @@ def nvidia_smi() -> tuple[str | None, list[float]]:
 
 
 def torch_cuda_build() -> str | None:
-    import torch
+    import torch  # heavy (seconds): GPU layouts only; a CPU config's preflight never imports it
 
     return torch.version.cuda
 
@@ -58,8 +61,6 @@ def torch_cuda_build() -> str | None:
 def vllm_version() -> str | None:
     if importlib.util.find_spec("vllm") is None:
         return None
-    import importlib.metadata as md
-
     return md.version("vllm")
 
 
@@ -75,7 +76,7 @@ def vllm_async_server_error() -> str | None:
 def ray_logical_cpus(ray_init_num_cpus: int | None) -> float:
     """CPUs of the cluster at RAY_ADDRESS, else what the run's own ``ray.init`` will get."""
     if os.environ.get("RAY_ADDRESS"):
-        import ray
+        import ray  # heavy (seconds): only to ask an existing cluster
 
         ray.init(address=os.environ["RAY_ADDRESS"], ignore_reinit_error=True, log_to_driver=False)
         try:
@@ -117,8 +118,6 @@ def gather(
     if checkpoint_dir:
         facts.free_disk_bytes = free_disk(checkpoint_dir)
     if sandbox_config is not None:
-        from agentrl_recipe.core.tools.sandbox import close_all, health_check
-
         try:
             facts.sandbox = health_check(sandbox_config)
         finally:

@@ -20,7 +20,9 @@ from pathlib import Path
 
 from agentrl_recipe.core import names
 from agentrl_recipe.core.config import SandboxConfig
+from agentrl_recipe.core.tools.sandbox import SandboxError, get_sandbox, health_check
 from agentrl_recipe.core.tools.sandbox.guard import ServerLimits
+from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +81,6 @@ def _config(args: argparse.Namespace) -> SandboxConfig:
 
 
 def main(args: argparse.Namespace) -> int:
-    from agentrl_recipe.core.tools.sandbox import SandboxError, get_sandbox, health_check
-
     if args.sandbox_command == "check":
         report = health_check(_config(args))
         print(json.dumps(report, indent=2))
@@ -99,9 +99,9 @@ def main(args: argparse.Namespace) -> int:
     if args.sandbox_command == "bench":
         return _bench(args)
     if args.sandbox_command == "serve":
+        # The web stack (fastapi, uvicorn) loads for `serve` only: `sandbox run` is started once per snippet.
         import uvicorn
 
-        from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
         from agentrl_recipe.core.tools.sandbox.server import create_app
 
         cfg = dataclasses.replace(SandboxConfig(), backend="local", pool_size=args.pool_size)
@@ -145,6 +145,7 @@ def _server_limits(args: argparse.Namespace) -> ServerLimits:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    # The HTTP client stack (httpx) loads for `bench` only, like the server's for `serve`.
     from agentrl_recipe.core.tools.sandbox.fleet_bench import WORKLOADS, bench_fleet
     from agentrl_recipe.core.tools.sandbox.fusion_client import SandboxFusionClient
 

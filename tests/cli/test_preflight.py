@@ -1,4 +1,6 @@
-"""Every preflight check's failure mode with faked node facts: one line naming the fix, and a non-zero exit."""
+"""Every preflight check's failure mode with faked node facts: one line naming the fix, and a non-zero exit.
+
+``paper``: the paper run's layout (tests/cli/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,11 @@ import dataclasses
 
 import pytest
 
-from agentrl_recipe.cli import configs, launch, preflight
+from agentrl_recipe.cli import launch, preflight
 from agentrl_recipe.cli.preflight_facts import NodeFacts
 
 GIB = 2**30
 PARAMS_4B = 4_000_000_000
-
-
-@pytest.fixture(scope="module")
-def paper() -> preflight.Layout:
-    cfg, _ = configs.compose("agentrl_rl_qwen3_4b")
-    return preflight.layout(cfg, "rl")
 
 
 def healthy() -> NodeFacts:
@@ -36,12 +32,6 @@ def healthy() -> NodeFacts:
 
 def failed(results: list[preflight.Result]) -> dict[str, str]:
     return {r.check: r.message for r in results if not r.ok}
-
-
-def test_the_paper_layout_as_the_checks_read_it(paper: preflight.Layout) -> None:
-    assert (paper.gpus_per_node, paper.tensor_parallel, paper.storage_units) == (8, 4, 8)
-    assert paper.attn_implementation == "flash_attention_2" and paper.keep == 4 and paper.save_freq == 30
-    assert preflight.checkpoints_kept(paper) == 4
 
 
 def test_a_healthy_node_passes_every_check(paper: preflight.Layout) -> None:
@@ -80,6 +70,7 @@ def test_golden_budgets(paper: preflight.Layout) -> None:
     # Ray: 3 CPUs per GPU bundle × 8 + TransferQueue 8 storage units + its controller = 33.
     assert preflight.check_ray_cpus(paper, dataclasses.replace(healthy(), ray_cpus=33)).ok
     # disk: 4 kept × 4e9 params × 12 B = 178.8 GiB.
+    assert preflight.checkpoints_kept(paper) == 4
     need = 4 * PARAMS_4B * 12 / GIB
     assert preflight.check_disk(
         paper, dataclasses.replace(healthy(), free_disk_bytes=int(need * GIB) + GIB), PARAMS_4B

@@ -1,0 +1,66 @@
+"""The environment of a launch: verl's platform for a CPU config, where verl's file logger writes, and for RL the
+plugin every worker must load (``VERL_USE_EXTERNAL_MODULES``), the variables forwarded to the workers, and the
+sandbox's url, backend and pool size (the tool reads only its own YAML, so they travel as environment variables)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from agentrl_recipe.core import config as agentrl_config
+from agentrl_recipe.core import names
+from agentrl_recipe.core.cpu import PLATFORM_ENV
+
+PLUGIN_MODULE = "agentrl_recipe.core.plugin"
+FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT")
+
+
+def platform_env(cfg: Any) -> dict[str, str]:
+    """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
+    return {PLATFORM_ENV: names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
+
+
+def file_logger_env(cfg: Any) -> dict[str, str]:
+    """Where verl's ``file`` logger writes: under the run's checkpoint dir, not ``./<project_name>/`` (verl's default,
+    which from the repo root is the package folder). An explicit ``VERL_FILE_LOGGER_PATH``/``_ROOT`` wins."""
+    loggers = cfg.trainer.get("logger") or []
+    if "file" not in loggers or os.environ.get("VERL_FILE_LOGGER_PATH") or os.environ.get("VERL_FILE_LOGGER_ROOT"):
+        return {}
+    return {"VERL_FILE_LOGGER_ROOT": str(Path(str(cfg.trainer.default_local_dir)).resolve())}
+
+
+def rl_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
+    """The environment of an RL launch: the plugin for every worker, the platform, verl's file logger, the
+    variables to forward, and the sandbox's url, backend and pool size."""
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    env = {"VERL_USE_EXTERNAL_MODULES": ",".join(dict.fromkeys([*modules, PLUGIN_MODULE]))}
+    env.update(platform_env(cfg))
+    env.update(file_logger_env(cfg))
+    # Variables the workers read that a remote cluster's workers would not inherit: component markers
+    # (agentrl_recipe/core/trace.py) and verl's file logger, which runs in the TaskRunner worker.
+    for key in FORWARDED_ENV:
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    # The tool reads only its own YAML, so agentrl.sandbox's url/backend reach it (in every worker) as environment
+    # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
+    sandbox = agentrl_config.section(cfg, "sandbox")
+    env.update(sandbox_pool_env(cfg, sandbox))
+    url = sandbox_url or sandbox.get("url")
+    if url:
+        env[names.ENV_SANDBOX_URL] = url
+    if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(names.ENV_SANDBOX_BACKEND)):
+        env[names.ENV_SANDBOX_BACKEND] = os.environ.get(names.ENV_SANDBOX_BACKEND) or sandbox["backend"]
+    return env
+
+
+def sandbox_pool_env(cfg: Any, sandbox: dict[str, Any]) -> dict[str, str]:
+    """Size each worker's local sandbox pool for its node: the config's ``agentrl.sandbox.pool_size`` when set (the
+    tool reads only its own YAML, so it travels as an environment variable), else the node's CPUs shared by the
+    sandbox-using processes on it (agent-loop + reward workers spread over the nodes; local.default_pool_size)."""
+    workers = int(cfg.actor_rollout_ref.rollout.agent.get("num_workers", 8)) + int(cfg.reward.get("num_workers", 8))
+    per_node = -(-workers // max(1, int(cfg.trainer.get("nnodes", 1))))
+    env = {names.ENV_SANDBOX_PROCESSES_PER_NODE: str(per_node)}
+    if sandbox.get("pool_size"):
+        env[names.ENV_SANDBOX_POOL_SIZE] = str(int(sandbox["pool_size"]))
+    return env

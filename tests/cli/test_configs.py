@@ -1,0 +1,55 @@
+"""``agentrl-recipe configs``: list, show, cp and check, their output and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentrl_recipe.cli import configs
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    configs.add_arguments(parser)
+    return configs.main(parser.parse_args(argv))
+
+
+def test_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:2] == ["agentrl_rl", "rl"] for line in lines)
+    assert run(["show", "agentrl_rl"]) == 0
+    assert capsys.readouterr().out == (configs.config_dir() / "agentrl_rl.yaml").read_text()
+    assert run(["show", "--composed", "agentrl_rl_cpu", "trainer.total_epochs=7"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["trainer"]["total_epochs"] == 7
+
+
+def test_cp_makes_a_config_that_still_finds_recipe_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["cp", "agentrl_sft_cpu", str(tmp_path)]) == 0
+    copy = tmp_path / "agentrl_sft_cpu.yaml"
+    assert f"    - file://{configs.config_dir()}\n" in copy.read_text()
+    assert f"run:   make sft CONFIG={copy}" in capsys.readouterr().out
+    with pytest.raises(FileExistsError, match="--force"):
+        configs.copy_config("agentrl_sft_cpu", copy)
+    assert configs.compose(str(copy))[0].model.path == configs.compose("agentrl_sft_cpu")[0].model.path
+
+
+def test_check_exits_non_zero_on_a_broken_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["check", "agentrl_sft_cpu"]) == 0
+    assert capsys.readouterr().out.startswith("OK agentrl_sft_cpu (sft)")
+    assert run(["check", "-o", "+model.partial_pretrain=x", "agentrl_sft_cpu", "nosuch_config"]) == 1
+    out = capsys.readouterr().out
+    assert "  error   model.partial_pretrain: legacy key that verl 0.9.1 ignores; use model.path" in out
+    assert "FAIL nosuch_config (?)\n  error   cannot compose: no config 'nosuch_config'" in out
+    assert out.rstrip().endswith("0/2 configs pass")
+    assert run(["check", "agentrl_sft_cpu", "-o", "+trainer.mine=1", "--allow", "trainer.mine"]) == 0
+
+
+def test_the_names_importers_use_are_still_here() -> None:
+    """Imported from configs by modules and tests outside cli/ (tests/integration, tests/harness, tests/core)."""
+    for name in ("compose", "check", "locate", "list_configs", "copy_config", "find_file", "config_dir", "CheckReport"):
+        assert callable(getattr(configs, name)), name
+    assert configs._registries is configs.registries
