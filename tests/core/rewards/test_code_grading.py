@@ -1,4 +1,4 @@
-"""The program-vs-tests engine: LiveCodeBench's comparison rules, per-test timeouts, and programs that cheat or die."""
+"""The program-vs-tests engine through the sandbox: per-test timeouts, and programs that cheat or die."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from agentrl_recipe.core.rewards import code_grading
-from agentrl_recipe.core.rewards.code_grading import CodeTests, agrade_program, call_result_matches, stdout_matches
+from agentrl_recipe.core.rewards import code_grading, driver_runs
+from agentrl_recipe.core.rewards.code_grading import agrade_program
+from agentrl_recipe.core.rewards.code_tests import CodeTests
 
 FAST = 0.5  # per-test timeout in these tests (LCB's default is 6 s)
 
@@ -20,73 +21,6 @@ ADD_LISTS = CodeTests(
 async def grade(program: str, tests: CodeTests, sandbox, **kw):
     kw.setdefault("timeout_s_per_test", FAST)
     return await agrade_program(program, tests, sandbox=sandbox, **kw)
-
-
-# --- LCB comparison rules, pure ---
-
-
-@pytest.mark.parametrize(
-    ("actual", "expected", "match"),
-    [
-        ("6\n", "6", True),  # the whole output is stripped
-        ("  1 2 \n3\n\n", "1 2\n3", True),  # and every line
-        ("1.0", "1", True),  # every token numeric → compared as Decimals
-        ("1e3 2", "1000 2.00", True),
-        ("0.3333", "0.33333", False),  # no tolerance
-        ("Yes", "YES", False),  # case matters
-        ("1  2", "1 2", True),  # inner whitespace only normalised when all tokens are numbers
-        ("a  b", "a b", False),
-        ("1\n\n2", "1\n2", False),  # line counts differ
-        ("NaN", "NaN", True),  # equal strings match before any Decimal parsing
-        ("nan", "NaN", False),  # Decimal NaN never equals anything
-        ("", "", True),
-    ],
-)
-def test_stdout_matches_lcb_rules(actual: str, expected: str, match: bool) -> None:
-    assert stdout_matches(actual, expected) is match
-
-
-@pytest.mark.parametrize(
-    ("result", "expected", "match"),
-    [
-        ("[3, 4]", "[3, 4]", True),
-        ("[3,4]", "[3, 4]", True),  # compared as values, not text
-        ("1", "1.0", True),  # Python equality
-        ('"abc"', '"abc"', True),
-        ("[[1, 2]]", "[[1, 2]]", True),
-        ("[4, 3]", "[3, 4]", False),
-        ("null", "[]", False),
-    ],
-)
-def test_call_result_matches(result: str, expected: str, match: bool) -> None:
-    assert call_result_matches(result, expected) is match
-
-
-def test_code_tests_parse_accepts_the_dataset_encodings() -> None:
-    gt = {"inputs": ["1\n"], "outputs": ["2\n"], "fn_name": None}
-    assert CodeTests.parse(json.dumps(gt)) == CodeTests(("1\n",), ("2\n",), None)
-    assert CodeTests.parse(gt).mode == "stdin"  # a decoded parquet struct works too
-    assert CodeTests.parse({**gt, "fn_name": ""}).fn_name is None
-
-
-@pytest.mark.parametrize(
-    ("ground_truth", "message"),
-    [
-        ("{not json", "not valid JSON"),
-        (json.dumps({"inputs": ["1"]}), "must be"),
-        (json.dumps({"inputs": ["1", "2"], "outputs": ["1"], "fn_name": None}), "2 inputs but 1 outputs"),
-        (json.dumps({"inputs": [], "outputs": [], "fn_name": None}), "empty"),
-        (json.dumps({"inputs": [1], "outputs": ["1"], "fn_name": None}), "must be a string"),
-        (json.dumps({"inputs": ["[1"], "outputs": ["1"], "fn_name": "f"}), "one JSON value per line"),
-        (json.dumps({"inputs": ["1"], "outputs": ["1"], "fn_name": "not a name"}), "identifier"),
-    ],
-)
-def test_code_tests_parse_rejects_bad_ground_truth(ground_truth: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        CodeTests.parse(ground_truth)
-
-
-# --- through the sandbox ---
 
 
 @pytest.mark.parametrize(
@@ -193,7 +127,7 @@ async def test_infra_errors_are_retried_then_flagged_not_failed(infra_failing_sa
     result = await grade("print(int(input()) * 2)", DOUBLE, infra_failing_sandbox)
     assert result.infra_failure is True
     assert result.statuses == ["infra_error"] * 3
-    assert infra_failing_sandbox.calls == 1 + code_grading._INFRA_RETRIES
+    assert infra_failing_sandbox.calls == 1 + driver_runs.INFRA_RETRIES
 
 
 def test_grade_program_is_callable_from_sync_code(sandbox) -> None:
