@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+from math_verify import parse, verify
+
 
 def math_verify_equal(pred: str, gold: str, timeout_s: float = 10.0) -> bool:
     """math-verify equivalence of two answers, each parsed as ``\\boxed{...}`` (``0.5`` equals ``\\frac{1}{2}``).
@@ -11,8 +13,6 @@ def math_verify_equal(pred: str, gold: str, timeout_s: float = 10.0) -> bool:
     math-verify's own SIGALRM timeouts are used only in a main thread (the isolated worker's case); anywhere else they
     would raise, so they are off and the caller's hard kill (:mod:`agentrl_recipe.core.rewards.isolation`) is the bound.
     """
-    from math_verify import parse, verify
-
     timeout = max(1, int(timeout_s)) if threading.current_thread() is threading.main_thread() else None
     gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=timeout)
     pred_parsed = parse("\\boxed{" + pred + "}", parsing_timeout=timeout)

@@ -38,9 +38,13 @@ from typing import Any, Literal
 
 from verl.utils.reward_score import math_dapo
 
+from agentrl_recipe.core.config import SandboxConfig
 from agentrl_recipe.core.rewards import code_released
-from agentrl_recipe.core.rewards.assert_tests import AssertTests, agrade_asserts, invalid_ground_truth, parse_code_tests
+from agentrl_recipe.core.rewards.assert_form import AssertTests, parse_code_tests
+from agentrl_recipe.core.rewards.assert_tests import agrade_asserts, invalid_ground_truth
 from agentrl_recipe.core.rewards.code_grading import LCB_TIMEOUT_S, agrade_program, run_coroutine_sync
+from agentrl_recipe.core.rewards.isolation import GraderCrashed, get_isolated_pool
+from agentrl_recipe.core.tools.sandbox import get_sandbox
 
 TaskKind = Literal["math", "gpqa", "code"]
 TASK_KINDS: tuple[str, ...] = ("math", "gpqa", "code")
@@ -109,8 +113,6 @@ def _math_verify_result(pred: str | None, gold: str, equal: bool) -> dict[str, A
 
 def score_math_verify(solution_str: str, ground_truth: Any, *, timeout_s: float = 10.0) -> dict[str, Any]:
     """Deviation (opt-in): strict extraction, math-verify equivalence. Raises GraderTimeout past ``timeout_s``."""
-    from agentrl_recipe.core.rewards.isolation import GraderCrashed, get_isolated_pool
-
     gold, pred = _as_answer(ground_truth), last_boxed_strict(solution_str)
     if pred is None or pred == gold:
         return _math_verify_result(pred, gold, False)
@@ -123,8 +125,6 @@ def score_math_verify(solution_str: str, ground_truth: Any, *, timeout_s: float 
 
 
 async def ascore_math_verify(solution_str: str, ground_truth: Any, *, timeout_s: float = 10.0) -> dict[str, Any]:
-    from agentrl_recipe.core.rewards.isolation import GraderCrashed, get_isolated_pool
-
     gold, pred = _as_answer(ground_truth), last_boxed_strict(solution_str)
     if pred is None or pred == gold:
         return _math_verify_result(pred, gold, False)
@@ -218,11 +218,7 @@ async def ascore_code(
 
 def _resolve_sandbox(sandbox: Any) -> Any:
     """None → the process default; a SandboxConfig → its shared instance; a Sandbox → itself."""
-    from agentrl_recipe.core.config import SandboxConfig
-
     if sandbox is None or isinstance(sandbox, SandboxConfig):
-        from agentrl_recipe.core.tools.sandbox import get_sandbox
-
         return get_sandbox(sandbox)
     return sandbox
 

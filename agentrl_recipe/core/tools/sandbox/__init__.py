@@ -19,6 +19,7 @@ from typing import Any
 
 from agentrl_recipe.core.config import SandboxConfig
 from agentrl_recipe.core.tools.process_wide import ProcessWide
+from agentrl_recipe.core.tools.sandbox.runtime_env import IMPORTS
 from agentrl_recipe.core.tools.sandbox.types import STATUSES, ExecResult, Sandbox, SandboxError, Status
 
 __all__ = [
@@ -39,6 +40,7 @@ _shared: ProcessWide[Sandbox] = ProcessWide()
 
 def create_sandbox(cfg: SandboxConfig) -> Sandbox:
     """A new, unshared backend for ``cfg`` (callers own it and must ``close()`` it). Most code wants get_sandbox()."""
+    # Each backend is imported when chosen: its dependencies (httpx, bubblewrap's checks) load only where it is used.
     if cfg.backend == "local":
         from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
 
@@ -91,8 +93,6 @@ def health_code(imports: list[str]) -> str:
 def health_imports(backend: str) -> list[str]:
     """What the health check imports: the sandbox runtime's packages (SandboxFusion offers them too); the debug-only
     subprocess backend runs the venv's interpreter, which has numpy and sympy only."""
-    from agentrl_recipe.core.tools.sandbox.runtime_env import IMPORTS
-
     return ["numpy", "sympy"] if backend == "subprocess" else list(IMPORTS.values())
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import importlib
 import json
 import os
 import socket
@@ -65,8 +66,6 @@ def collapse_to_huge_pages() -> int:
 
 
 def preload(modules: list[str]) -> tuple[list[str], dict[str, str]]:
-    import importlib
-
     ok, failed = [], {}
     for name in modules:
         try:
