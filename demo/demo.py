@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.core.io import atomic_write_text
-from agentrl_recipe.harness import cpu_inputs
+from agentrl_recipe.harness import cpu_inputs, demo_teacher
 from demo import demo_report, demo_runs
 
 SFT_CONFIG, RL_CONFIG = "agentrl_sft_demo", "agentrl_rl_demo"
-TURNS, PROMPT_LENGTH, RESPONSE_LENGTH = 3, 384, 160  # as in agentrl_rl_demo.yaml (the eval uses the same limits)
+# As in agentrl_rl_demo.yaml (the eval uses the same limits as the teacher and the trainer).
+TURNS, PROMPT_LENGTH, RESPONSE_LENGTH = demo_teacher.MAX_TURNS, demo_teacher.PROMPT_LENGTH, demo_teacher.RESPONSE_LENGTH
 
 
 @dataclasses.dataclass

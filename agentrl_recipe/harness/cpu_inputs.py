@@ -18,7 +18,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from agentrl_recipe.harness import demo_task
+from agentrl_recipe.harness import demo_task, demo_teacher
 
 DEFAULT_DIR = Path("outputs/cpu")
 CPU_CONFIGS = ("agentrl_sft_cpu", "agentrl_rl_cpu")
@@ -68,7 +68,7 @@ def prepare(out_dir: Path = DEFAULT_DIR, sizes: CPUInputSizes = CPUInputSizes())
         teacher_accuracy=sizes.teacher_accuracy,
     )
     sft_problems, rl_problems = train[: sizes.sft_problems], train[sizes.sft_problems :]
-    demo_task.build_task_model(
+    demo_teacher.build_task_model(
         paths.model,
         sft_problems,
         seed=sizes.seed,
@@ -77,7 +77,7 @@ def prepare(out_dir: Path = DEFAULT_DIR, sizes: CPUInputSizes = CPUInputSizes())
         initializer_range=sizes.initializer_range,
     )
     keep_wrong = sizes.teacher_accuracy < 1.0
-    teacher = asyncio.run(demo_task.teacher_sft_set(paths.model, sft_problems, paths.sft, keep_wrong=keep_wrong))
+    teacher = asyncio.run(demo_teacher.teacher_sft_set(paths.model, sft_problems, paths.sft, keep_wrong=keep_wrong))
     (out_dir / "teacher.json").write_text(json.dumps(teacher, indent=2))  # counts: attempted, kept, kept wrong, …
     demo_task.write_parquet(demo_task.rl_rows(rl_problems, split="train"), paths.rl_train)
     demo_task.write_parquet(demo_task.rl_rows(held_out, split="heldout"), paths.rl_val)

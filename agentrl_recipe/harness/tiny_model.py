@@ -48,7 +48,7 @@ class TinyModelSpec:
     corpus_lines: int = 14000
     seed: int = 0
     # Std of the random init (Hugging Face's default 0.02 is tuned for wide models; the demo's h128 model learns to copy
-    # operands ~2x sooner at 0.06, see harness/demo_task.build_task_model).
+    # operands ~2x sooner at 0.06, see harness/demo_teacher.build_task_model).
     initializer_range: float = 0.02
     # Extra tokenizer-training text (the CPU demo adds its rendered conversations so its prompts tokenize short).
     extra_corpus: tuple[str, ...] = ()

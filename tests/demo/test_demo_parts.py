@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from agentrl_recipe.core import names
-from agentrl_recipe.harness import demo_task
+from agentrl_recipe.harness import demo_task, demo_teacher
 from demo import demo_report, demo_runs
 
 
@@ -48,7 +48,7 @@ def test_teacher_turns_render_exactly_like_the_sft_conversation(tiny_tokenizer) 
     """The scripted turns are the chat template's own rendering of the SFT messages (SFT text == rollout tokens)."""
     _, (problem, *_) = demo_task.make_splits(1, 2)
     tools = [{"type": "function", "function": {"name": names.TOOL_NAME, "description": "run", "parameters": {}}}]
-    script = demo_task.teacher_script([problem])
+    script = demo_teacher.teacher_script([problem])
     prompt = tiny_tokenizer.apply_chat_template(problem.prompt, tools=tools, tokenize=False, add_generation_prompt=True)
     call = script(_request(tiny_tokenizer, prompt, 0))
     observation = f"{problem.answer}\n"
@@ -57,7 +57,7 @@ def test_teacher_turns_render_exactly_like_the_sft_conversation(tiny_tokenizer) 
     answer = script(_request(tiny_tokenizer, with_tool, 1))
     assert answer.text == f"The answer is \\boxed{{{problem.answer}}}."
     rendered = tiny_tokenizer.apply_chat_template(
-        demo_task.teacher_messages(problem, observation), tools=tools, tokenize=False
+        demo_teacher.teacher_messages(problem, observation), tools=tools, tokenize=False
     )
     assert rendered == with_tool + answer.text + "<|im_end|>\n"
     assert script(_request(tiny_tokenizer, with_tool, 2)) is None  # no third turn
@@ -77,12 +77,13 @@ def test_sft_messages_normalise_recorded_conversations() -> None:
         {"role": "tool", "content": "1\n"},
         {"role": "assistant", "content": "The answer is \\boxed{1}.", "tool_calls": []},
     ]
-    out = demo_task.sft_messages(recorded)
+    out = demo_teacher.sft_messages(recorded)
     assert out[0] == {"role": "user", "content": "q"}
     assert out[1]["content"] == "Let me compute it."
     assert out[1]["tool_calls"][0]["function"]["arguments"] == {"code": "1"}
     assert out[2] == {"role": "tool", "content": "1\n"} and "tool_calls" not in out[3]
-    assert demo_task.answer_from_observation("x\n\n 42 \n") == "42" and demo_task.answer_from_observation("") == ""
+    assert demo_teacher.answer_from_observation("x\n\n 42 \n") == "42"
+    assert demo_teacher.answer_from_observation("") == ""
 
 
 def test_write_parquet_is_atomic_and_round_trips(tmp_path: Path) -> None:
