@@ -19,7 +19,6 @@ from typing import Any
 
 from agentrl_recipe.core.config import SandboxConfig
 from agentrl_recipe.core.tools.process_wide import ProcessWide
-from agentrl_recipe.core.tools.sandbox.runtime_env import IMPORTS
 from agentrl_recipe.core.tools.sandbox.types import STATUSES, ExecResult, Sandbox, SandboxError, Status
 
 __all__ = [
@@ -93,6 +92,10 @@ def health_code(imports: list[str]) -> str:
 def health_imports(backend: str) -> list[str]:
     """What the health check imports: the sandbox runtime's packages (SandboxFusion offers them too); the debug-only
     subprocess backend runs the venv's interpreter, which has numpy and sympy only."""
+    # Imported here, not at the top: `python -m agentrl_recipe.core.tools.sandbox.runtime_env` (make sandbox-env) must
+    # not find its module already imported by this package (runpy warns of unpredictable behaviour).
+    from agentrl_recipe.core.tools.sandbox.runtime_env import IMPORTS
+
     return ["numpy", "sympy"] if backend == "subprocess" else list(IMPORTS.values())
 
 
