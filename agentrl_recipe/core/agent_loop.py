@@ -89,14 +89,6 @@ def close_trajectory(
     return traj
 
 
-class TrajectoryStats(Trajectory):
-    """Deprecated name (issue 19): the loop keeps a :class:`~agentrl_recipe.core.trajectory.Trajectory`; kept for
-    ``tests/core/tools/test_fleet_metrics.py`` until it builds a ``Trajectory`` itself."""
-
-    def fields(self, agent_data: AgentData, response_length: int, messages: list[dict] | None) -> dict[str, Any]:
-        return close_trajectory(self, agent_data, response_length, messages).to_extra_fields()
-
-
 class AgentRLToolAgentLoop(ToolAgentLoopHooks):
     """verl's ``ToolAgentLoop`` + malformed-call feedback, per-trajectory tool metrics and stateful-session cleanup.
 

@@ -11,18 +11,19 @@ import pytest
 from sandbox_test_helpers import serve
 
 from agentrl_recipe.core import names
-from agentrl_recipe.core.agent_loop import TrajectoryStats
+from agentrl_recipe.core.agent_loop import close_trajectory
 from agentrl_recipe.core.tools.code_interpreter import CodeInterpreterTool
 from agentrl_recipe.core.tools.sandbox.fleet_metrics import server_key, server_metrics
 from agentrl_recipe.core.tools.sandbox.server import create_app
 from agentrl_recipe.core.training_metrics import step_metrics
+from agentrl_recipe.core.trajectory import Trajectory
 
 AGENT_DATA = types.SimpleNamespace(user_turns=4, assistant_turns=4, response_mask=[1] * 8, request_id="t")
 
 
 def trajectory(tool: CodeInterpreterTool, codes: list[str]) -> dict:
     """What the agent loop writes for a trajectory whose tool calls ran ``codes`` one after another."""
-    stats = TrajectoryStats()
+    stats = Trajectory()
 
     async def go() -> None:
         for code in codes:
@@ -32,7 +33,7 @@ def trajectory(tool: CodeInterpreterTool, codes: list[str]) -> dict:
             stats.record_call(metrics["status"], metrics["latency_s"], metrics)
 
     asyncio.run(go())
-    return stats.fields(AGENT_DATA, response_length=8, messages=None)
+    return close_trajectory(stats, AGENT_DATA, response_length=8, messages=None).to_extra_fields()
 
 
 def test_two_server_fleet_stats_show_up_in_the_step_metrics(pool):
