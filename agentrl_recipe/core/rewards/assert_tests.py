@@ -83,21 +83,22 @@ async def agrade_asserts(
 ) -> CodeGrade:
     """Run every assert's call in the sandbox (one execution, resumed after a death) and judge here."""
     progress = GradeProgress(len(tests), timeout_s_per_test, total_timeout_s)
-    while (budget := progress.budget()) is not None:
-        payload = {
+
+    def payload(start: int) -> dict[str, Any]:
+        return {
             "program": program,
             "import_prefix": tests.import_prefix,
             "entry_point": tests.entry_point,
-            "calls": [c.call for c in tests.cases[progress.start :]],  # never the expected values
-            "start": progress.start,
+            "calls": [c.call for c in tests.cases[start:]],  # never the expected values
+            "start": start,
             "timeout_s": timeout_s_per_test,
             "max_frame_chars": _MAX_FRAME_CHARS,
         }
-        ran = await progress.execute(sandbox, "_assert_driver.py", payload, budget, memory_mb)
-        if ran is None:  # infra_error: retried, or every test left is marked
-            continue
-        res, frames = ran
+
+    def read(res: Any, frames: list[dict[str, Any]]) -> bool:
         if _read_frames(frames, tests, progress) or progress.start >= len(tests):
-            break
+            return True
         progress.died(res)  # died before reporting this test
-    return progress.grade()
+        return False
+
+    return await progress.run(sandbox, "_assert_driver.py", payload, read, memory_mb)

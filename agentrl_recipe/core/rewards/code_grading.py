@@ -100,28 +100,28 @@ async def agrade_program(
     tests = CodeTests.parse(tests)
     sandbox = get_sandbox() if sandbox is None else sandbox
     progress = GradeProgress(len(tests), timeout_s_per_test, total_timeout_s)
-    while (budget := progress.budget()) is not None:
-        payload = {
+
+    def payload(start: int) -> dict[str, Any]:
+        return {
             "program": program,
             "fn_name": tests.fn_name,
-            "inputs": list(tests.inputs[progress.start :]),  # a resumed execution gets only the tests left
-            "start": progress.start,
+            "inputs": list(tests.inputs[start:]),  # a resumed execution gets only the tests left
+            "start": start,
             "timeout_s": timeout_s_per_test,
             "max_frame_chars": max_frame_chars,
         }
-        ran = await progress.execute(sandbox, "_driver.py", payload, budget, memory_mb)
-        if ran is None:  # infra_error: retried, or every test left is marked
-            continue
-        res, frames = ran
+
+    def read(res: Any, frames: list[dict[str, Any]]) -> bool:
         progressed, finished = _read_frames(frames, tests, progress)
         if finished or progress.start >= len(tests):
-            break
+            return True
         # The execution ended before reporting test `start`: blame that test, unless the output cap cut a run that
         # was making progress (the frames were fine; the budget for this execution ran out), then just resume.
-        if res.status == "output_truncated" and progressed:
-            continue
-        progress.died(res, _death_error(res))
-    return progress.grade()
+        if not (res.status == "output_truncated" and progressed):
+            progress.died(res, _death_error(res))
+        return False
+
+    return await progress.run(sandbox, "_driver.py", payload, read, memory_mb)
 
 
 def grade_program(program: str, tests: CodeTests | str | Mapping[str, Any], **kwargs: Any) -> CodeGrade:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -86,6 +87,26 @@ class GradeProgress:
             self.note_error(f"sandbox infra_error: {res.message}")
             self.fail_rest("infra_error")
         return None
+
+    async def run(
+        self,
+        sandbox: Any,
+        driver: str,
+        payload_for: Callable[[int], dict[str, Any]],
+        read: Callable[[Any, list[dict[str, Any]]], bool],
+        memory_mb: int | None,
+    ) -> CodeGrade:
+        """Execute ``driver`` until every test has a status, the deadline passes, or ``read`` says it is done.
+
+        ``payload_for(start)`` is the stdin payload of an execution that begins at test ``start``. ``read(res, frames)``
+        takes one execution's frames into this progress (blaming test ``start`` with :meth:`died` when the execution
+        ended before reporting it) and returns True when the driver finished.
+        """
+        while (budget := self.budget()) is not None:
+            ran = await self.execute(sandbox, driver, payload_for(self.start), budget, memory_mb)
+            if ran is not None and read(*ran):  # None: an infra_error, retried or every test left is marked
+                break
+        return self.grade()
 
     def note_error(self, message: str) -> None:
         self.first_error = self.first_error or message
