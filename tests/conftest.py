@@ -21,7 +21,7 @@ LONG_FILES_FIRST = (
     "tests/integration/test_rl_trainer.py",
     "tests/upstream/test_check.py",
     "tests/integration/test_sft_trainer.py",
-    "tests/core/tools/test_fusion_protocol.py",
+    "tests/core/tools/sandbox/test_fusion_protocol.py",
 )
 
 

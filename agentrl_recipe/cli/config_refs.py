@@ -28,10 +28,11 @@ def registries() -> dict[str, Any]:
 
     loaded_by_verl = "agentrl_recipe.core.plugin" in sys.modules
     importlib.import_module("agentrl_recipe.core.plugin")
-    from verl.experimental.agent_loop import agent_loop
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
     from verl.trainer.ppo import core_algos
-    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+
+    from agentrl_recipe.core.verl_adapters.agent_loop_registry import agent_loops
+    from agentrl_recipe.core.verl_adapters.rollout_registry import registered_rollouts
 
     try:
         from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
@@ -44,8 +45,8 @@ def registries() -> dict[str, Any]:
         "adv_estimator": set(core_algos.ADV_ESTIMATOR_REGISTRY),
         "policy_loss": set(core_algos.POLICY_LOSS_REGISTRY),
         "reward_manager": dict(REWARD_MANAGER),
-        "agent_loop": set(agent_loop._agent_loop_registry),
-        "rollout": set(_ROLLOUT_REGISTRY),
+        "agent_loop": set(agent_loops()),
+        "rollout": registered_rollouts(),
         "trainer_mode": trainers,
     }
 

@@ -30,9 +30,10 @@ from agentrl_recipe.harness.config_paths import REPO_ROOT
 
 TOOL_CONFIG_DIR = REPO_ROOT / "verl_configs" / "tools"
 PROBE_TIMEOUT_S = 300
-# Each kind of names.REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name).
+# Each kind of names.REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name)
+# or is a function returning a mapping (the adapter over a private verl registry).
 REGISTRIES: dict[str, tuple[str, str]] = {
-    "agent_loop": ("verl.experimental.agent_loop.agent_loop", "_agent_loop_registry"),
+    "agent_loop": ("agentrl_recipe.core.verl_adapters.agent_loop_registry", "agent_loops"),
     "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
     "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
     "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),
@@ -78,7 +79,18 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
             report["plugin_traceback"] = traceback.format_exc()
             problems.append(f"the plugin fails to import: {report['plugin_error']} (see plugin_traceback)")
 
-    report["registered"] = registered = {}
+    report["registered"] = _check_registered(problems)
+    report["tools"] = _check_tools(problems)
+    report["sandbox_runtime"] = _sandbox_runtime()
+    report["sandbox"] = _check_sandbox(problems) if check_sandbox else {"skipped": True}
+    report["hardware"] = _hardware()
+    report["ok"] = not problems
+    return report
+
+
+def _check_registered(problems: list[str]) -> dict[str, dict[str, Any]]:
+    """Each registered name: is it in verl's registry, and does its target import?"""
+    registered = {}
     for kind, name in names.REGISTERED.items():
         entry = _registry_entry(kind, name)
         info: dict[str, Any] = {"name": name, "registered": entry is not None}
@@ -96,20 +108,17 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
         else:
             problems.append(f"{kind} {name!r} is not in verl's registry (plugin not loaded?)")
         registered[kind] = info
-
-    report["tools"] = _check_tools(problems)
-    report["sandbox_runtime"] = _sandbox_runtime()
-    report["sandbox"] = _check_sandbox(problems) if check_sandbox else {"skipped": True}
-    report["hardware"] = _hardware()
-    report["ok"] = not problems
-    return report
+    return registered
 
 
 def _registry_entry(kind: str, name: str) -> Any:
     """What verl's registry for ``kind`` holds under ``name`` (None when absent)."""
     module, attr = REGISTRIES[kind]
+    registry = getattr(importlib.import_module(module), attr)
+    if not hasattr(registry, "get"):
+        registry = registry()
     try:
-        return getattr(importlib.import_module(module), attr).get(name)
+        return registry.get(name)
     except ValueError:  # RolloutReplicaRegistry / CheckpointEngineRegistry .get raise for an unknown name
         return None
 

@@ -30,14 +30,9 @@ AGENT_LOOP_TARGET = "agentrl_recipe.core.agent_loop.AgentRLToolAgentLoop"
 
 
 def _register_agent_loop() -> None:
-    from verl.experimental.agent_loop import agent_loop
+    from agentrl_recipe.core.verl_adapters.agent_loop_registry import register_agent_loop
 
-    entry = {"_target_": AGENT_LOOP_TARGET}
-    existing = agent_loop._agent_loop_registry.get(names.AGENT_LOOP)
-    if existing is not None and existing != entry:
-        raise ValueError(f"agent loop {names.AGENT_LOOP!r} is already registered as {existing}")
-    # verl's @register decorator stores exactly this dict; writing it directly avoids importing the loop here.
-    agent_loop._agent_loop_registry[names.AGENT_LOOP] = entry
+    register_agent_loop(names.AGENT_LOOP, AGENT_LOOP_TARGET)
 
 
 def _register_reward_manager() -> None:

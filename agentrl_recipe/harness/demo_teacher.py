@@ -5,10 +5,15 @@ agent loop: it states the expression, writes the program as a hermes tool call, 
 it in the sandbox through the real ``code_interpreter`` tool, and the teacher answers with what the tool printed.
 :func:`teacher_sft_set` keeps the verified trajectories as an SFT parquet; :func:`build_task_model` builds the tiny
 model whose BPE also learned the task's conversations.
+
+transformers, verl and the agent loop are imported inside the functions that use them: ``agentrl-recipe sft|rl``
+imports this module (through :mod:`.cpu_inputs`) on every launch and builds nothing unless the CPU inputs are missing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from collections.abc import Sequence
@@ -45,9 +50,6 @@ def task_rollout_config(model_dir: Path, *, extra_overrides: Sequence[str] = ())
 
 def tool_schemas(cfg: Any) -> list[dict[str, Any]]:
     """The tool schemas of ``cfg``'s tool config, as the chat template receives them."""
-    import contextlib
-    import io
-
     from verl.tools.tool_registry import initialize_tools_from_config
 
     with contextlib.redirect_stdout(io.StringIO()):  # verl's BaseTool prints its schema when built

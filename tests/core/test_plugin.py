@@ -75,9 +75,11 @@ def test_doctor_looks_every_registered_kind_up_in_a_verl_registry() -> None:
 
     from agentrl_recipe.cli import doctor
 
+    importlib.import_module("agentrl_recipe.core.plugin")  # registers, as verl's entry point does
     assert set(doctor.REGISTRIES) == set(names.REGISTERED)
-    for module, attr in doctor.REGISTRIES.values():
-        assert callable(getattr(importlib.import_module(module), attr).get), (module, attr)
+    for kind, name in names.REGISTERED.items():
+        assert doctor._registry_entry(kind, name) is not None, (kind, name, doctor.REGISTRIES[kind])
+        assert doctor._registry_entry(kind, "agentrl_no_such_name") is None, kind
 
 
 def test_plain_import_verl_registers_every_name() -> None:

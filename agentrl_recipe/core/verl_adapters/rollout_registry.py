@@ -33,3 +33,8 @@ def register_rollout_class(name: str, class_path: str) -> None:
 def registered_rollout_class(name: str) -> str | None:
     """The class path registered for ``name`` (``None`` if none)."""
     return _registry().get((name, MODE))
+
+
+def registered_rollouts() -> set[tuple[str, str]]:
+    """Every ``(name, mode)`` with an in-worker rollout class."""
+    return set(_registry())

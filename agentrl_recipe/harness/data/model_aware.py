@@ -135,21 +135,9 @@ def cmd_model_aware(args: argparse.Namespace, *, client: Any = None) -> dict[str
     rows = dict(problems)
     rates = {k: log.records[k] for k in rows if k in log}
     unknown = [k for k, r in rates.items() if r["pass_rate"] is None]
-    by_bin: dict[str, list[dict]] = {b: [] for b in BINS}
-    dropped = Counter()
-    for k, rec in rates.items():
-        if rec["pass_rate"] is None:
-            continue
-        b = difficulty_bin(rec["pass_rate"])
-        if b is None:
-            dropped["always_solved" if rec["pass_rate"] >= 1.0 else "never_solved"] += 1
-            continue
-        row = rows[k]
-        extra = {**row["extra_info"], "pass_rate": rec["pass_rate"], "difficulty": b, "policy": args.model}
-        by_bin[b].append({**row, "extra_info": extra})
+    by_bin, dropped = _bin_by_difficulty(rows, rates, args.model)
     before = {b: len(v) for b, v in by_bin.items()}
-    rng = np.random.default_rng(args.seed)
-    picked, after = resample(by_bin, target, args.size, rng)
+    picked, after = resample(by_bin, target, args.size, np.random.default_rng(args.seed))
     if not picked:
         raise SystemExit("the resampled set is empty (pool too small for the target histogram)")
     for i, row in enumerate(picked):
@@ -169,22 +157,45 @@ def cmd_model_aware(args: argparse.Namespace, *, client: Any = None) -> dict[str
         "per_source_pass_rate": _per_source(rates),
         "pass_rates_file": str(log.path),
     }
-    total_before = max(1, sum(before.values()))
-    plot_bar_comparison(
-        out.with_suffix(".difficulty.png"),
-        BINS,
-        {
-            "pool (after dropping 0%/100%)": [before[b] / total_before for b in BINS],
-            "target": [target[b] for b in BINS],
-            "written": [after[b] / max(1, len(picked)) for b in BINS],
-        },
-        ylabel="fraction of problems",
-        title=f"difficulty for {Path(args.model).name} (pass@{args.n} bins: hard ≤ 0.25 < medium < 0.75 ≤ easy)",
-    )
+    _plot_difficulty(out.with_suffix(".difficulty.png"), report, args.model)
     write_report(out.with_suffix(".stats.json"), report)
     atomic_write_parquet(out, picked)
     mark_done(out, key, rows=len(picked))
     return report
+
+
+def _bin_by_difficulty(
+    rows: dict[str, dict], rates: dict[str, dict], policy: str
+) -> tuple[dict[str, list[dict]], Counter]:
+    """The graded rows by difficulty bin (tagged with their pass rate), and how many fell outside every bin and why."""
+    by_bin: dict[str, list[dict]] = {b: [] for b in BINS}
+    dropped: Counter = Counter()
+    for k, rec in rates.items():
+        if rec["pass_rate"] is None:
+            continue
+        b = difficulty_bin(rec["pass_rate"])
+        if b is None:
+            dropped["always_solved" if rec["pass_rate"] >= 1.0 else "never_solved"] += 1
+            continue
+        extra = {**rows[k]["extra_info"], "pass_rate": rec["pass_rate"], "difficulty": b, "policy": policy}
+        by_bin[b].append({**rows[k], "extra_info": extra})
+    return by_bin, dropped
+
+
+def _plot_difficulty(path: Path, report: dict[str, Any], model: str) -> None:
+    before, after, target = report["pool_before"], report["written"], report["target_fractions"]
+    total_before = max(1, sum(before.values()))
+    plot_bar_comparison(
+        path,
+        BINS,
+        {
+            "pool (after dropping 0%/100%)": [before[b] / total_before for b in BINS],
+            "target": [target[b] for b in BINS],
+            "written": [after[b] / max(1, report["rows_written"]) for b in BINS],
+        },
+        ylabel="fraction of problems",
+        title=f"difficulty for {Path(model).name} (pass@{report['n']} bins: hard ≤ 0.25 < medium < 0.75 ≤ easy)",
+    )
 
 
 def _per_source(rates: dict[str, dict]) -> dict[str, float]:

@@ -36,3 +36,9 @@ def test_a_changed_verl_fails_naming_the_symbol(monkeypatch):
     monkeypatch.delattr(rollout_base, "_ROLLOUT_REGISTRY")
     with pytest.raises(RuntimeError, match=r"verl\.workers\.rollout\.base\._ROLLOUT_REGISTRY"):
         rollout_registry.register_rollout_class("agentrl_x", "a.B")
+
+
+def test_registered_rollouts_are_verls_keys_with_the_plugins():
+    keys = rollout_registry.registered_rollouts()
+    assert keys == set(rollout_base._ROLLOUT_REGISTRY)
+    assert (names.ROLLOUT_REPLICA, rollout_registry.MODE) in keys

@@ -83,33 +83,12 @@ class BwrapCommand:
         if uid is not None:
             os.chown(self.rundir, uid, gid)
         self.socket_paths = {tier: os.path.join(self.rundir, name) for tier, name in SOCKETS.items()}
-        self.fds: list[int] = []
-        scripts = []
-        for name in SCRIPTS:
-            fd = os.memfd_create(f"agentrl-{name}", 0)
-            os.write(fd, Path(__file__).with_name(name).read_bytes())
-            os.lseek(fd, 0, os.SEEK_SET)
-            self.fds.append(fd)
-            scripts += ["--perms", "0444", "--ro-bind-data", str(fd), f"{SCRIPT_DIR}/{name}"]
+        self.fds: list[int] = []  # the memfds and O_PATH fds bwrap binds (cleanup closes them)
         argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
-        argv += ["--ro-bind", "/usr", "/usr"]
-        for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin"), ("/sbin", "usr/sbin")):
-            if os.path.exists(link):
-                argv += ["--symlink", target, link]
-        for path in ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime"):  # Debian's libblas lookup needs them
-            if os.path.exists(path):
-                argv += ["--ro-bind", path, path]
+        argv += _system_binds()
         argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
-        inner_sites = []
-        for i, d in enumerate(site_dirs()):
-            # An O_PATH fd opened here binds the directory even when the sandbox uid cannot traverse its parents
-            # (e.g. a venv under root's 0700 home).
-            fd = os.open(d, os.O_PATH | os.O_DIRECTORY)
-            self.fds.append(fd)
-            inner = f"/opt/site{i}"
-            inner_sites.append(inner)
-            argv += ["--ro-bind-fd", str(fd), inner]
-        argv += scripts
+        site_argv, inner_sites = self._bind_site_dirs()
+        argv += site_argv + self._bind_scripts()
         argv += ["--bind", self.rundir, SOCKET_DIR, "--remount-ro", "/", "--chdir", "/tmp"]
         for key, value in child_env("/tmp").items():
             argv += ["--setenv", key, value]
@@ -130,6 +109,30 @@ class BwrapCommand:
         self.extra_fds = [] if oneshot_fd is None else [oneshot_fd]  # passed to bwrap, owned by the caller
         argv += ["--", SANDBOX_PYTHON, "-I", "-B", f"{SCRIPT_DIR}/{SCRIPTS[0]}", json.dumps(settings)]
         self.argv = argv
+
+    def _bind_scripts(self) -> list[str]:
+        """The zygote's scripts as read-only memfds: the sandbox sees this package's files, not a path into it."""
+        argv = []
+        for name in SCRIPTS:
+            fd = os.memfd_create(f"agentrl-{name}", 0)
+            os.write(fd, Path(__file__).with_name(name).read_bytes())
+            os.lseek(fd, 0, os.SEEK_SET)
+            self.fds.append(fd)
+            argv += ["--perms", "0444", "--ro-bind-data", str(fd), f"{SCRIPT_DIR}/{name}"]
+        return argv
+
+    def _bind_site_dirs(self) -> tuple[list[str], list[str]]:
+        """The sandbox runtime's site dirs, read-only under /opt/site<i>: (bwrap arguments, the paths inside)."""
+        argv, inner_sites = [], []
+        for i, d in enumerate(site_dirs()):
+            # An O_PATH fd opened here binds the directory even when the sandbox uid cannot traverse its parents
+            # (e.g. a venv under root's 0700 home).
+            fd = os.open(d, os.O_PATH | os.O_DIRECTORY)
+            self.fds.append(fd)
+            inner = f"/opt/site{i}"
+            inner_sites.append(inner)
+            argv += ["--ro-bind-fd", str(fd), inner]
+        return argv, inner_sites
 
     def popen_kwargs(self) -> dict[str, Any]:
         uid, gid = host_ids()
@@ -210,3 +213,15 @@ def result_from_reply(reply: dict[str, Any], timeout_s: float, memory_mb: int, m
         duration_s=float(reply.get("duration_s", 0.0)),
         message=message,
     )
+
+
+def _system_binds() -> list[str]:
+    """/usr read-only with the merged-/usr symlinks, and the few /etc files Debian's libraries look up."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin"), ("/sbin", "usr/sbin")):
+        if os.path.exists(link):
+            argv += ["--symlink", target, link]
+    for path in ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime"):  # Debian's libblas lookup needs them
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    return argv

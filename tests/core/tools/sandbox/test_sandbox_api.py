@@ -24,7 +24,7 @@ from agentrl_recipe.core.tools.sandbox import STATUSES, ExecResult, SandboxError
 from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
 from agentrl_recipe.core.tools.sandbox.types import check_files, classify
 
-REPO = str(Path(__file__).resolve().parents[3])
+REPO = str(Path(__file__).resolve().parents[4])
 CLI = [sys.executable, "-m", "agentrl_recipe.cli", "sandbox"]
 
 
