@@ -157,7 +157,7 @@ def cmd_model_aware(args: argparse.Namespace, *, client: Any = None) -> dict[str
         "per_source_pass_rate": _per_source(rates),
         "pass_rates_file": str(log.path),
     }
-    _plot_difficulty(out.with_suffix(".difficulty.png"), report, args.model)
+    _plot_difficulty(out.with_suffix(".difficulty.png"), report)
     write_report(out.with_suffix(".stats.json"), report)
     atomic_write_parquet(out, picked)
     mark_done(out, key, rows=len(picked))
@@ -182,8 +182,9 @@ def _bin_by_difficulty(
     return by_bin, dropped
 
 
-def _plot_difficulty(path: Path, report: dict[str, Any], model: str) -> None:
+def _plot_difficulty(path: Path, report: dict[str, Any]) -> None:
     before, after, target = report["pool_before"], report["written"], report["target_fractions"]
+    policy = Path(report["policy"]).name
     total_before = max(1, sum(before.values()))
     plot_bar_comparison(
         path,
@@ -194,7 +195,7 @@ def _plot_difficulty(path: Path, report: dict[str, Any], model: str) -> None:
             "written": [after[b] / max(1, report["rows_written"]) for b in BINS],
         },
         ylabel="fraction of problems",
-        title=f"difficulty for {Path(model).name} (pass@{report['n']} bins: hard ≤ 0.25 < medium < 0.75 ≤ easy)",
+        title=f"difficulty for {policy} (pass@{report['n']} bins: hard ≤ 0.25 < medium < 0.75 ≤ easy)",
     )
 
 
