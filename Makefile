@@ -27,9 +27,9 @@ install: system-deps venv sandbox-env  ## everything: system packages, .venv, th
 venv: $(STAMP)  ## .venv with the package and its test extra only (no apt, no sandbox): what sft/rl/preflight need
 
 # The sandbox's own pinned packages (numpy, scipy, sympy, pandas, …) for Debian's /usr/bin/python3, whatever Python
-# .venv runs: agentrl_recipe/core/tools/sandbox/runtime_requirements.txt → .venv/agentrl-sandbox (instant when up to date).
+# .venv runs: agentrl_sandbox/runtime_requirements.txt → .venv/agentrl-sandbox (instant when up to date).
 sandbox-env: system-deps venv  ## build the sandbox's Python packages (local backend)
-	$(PY) -m agentrl_recipe.core.tools.sandbox.runtime_env build
+	$(PY) -m agentrl_sandbox.runtime_env build
 
 system-deps:
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
@@ -69,9 +69,9 @@ DEMO_STEPS ?=
 DEMO_ARGS ?=
 .PHONY: demo
 demo: install  ## the whole recipe end to end on CPU → $(DEMO_OUT)/ [DEMO_STEPS=n] [DEMO_ARGS="--fast --seed 1"]
-	$(VENV)/bin/agentrl-recipe demo --out $(DEMO_OUT) $(if $(DEMO_STEPS),--steps $(DEMO_STEPS)) $(DEMO_ARGS)
+	$(PY) -m demo.demo --out $(DEMO_OUT) $(if $(DEMO_STEPS),--steps $(DEMO_STEPS)) $(DEMO_ARGS)
 
-# --- evaluation (agentrl_recipe/harness/eval): the paper's protocol unless ARGS changes it; rerun with the same OUT to resume.
+# --- evaluation (agentrl_recipe/eval): the paper's protocol unless ARGS changes it; rerun with the same OUT to resume.
 .PHONY: eval
 eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the paper's protocol [OUT=run dir] [ARGS=flags]
 	@if [ -z "$(MODEL)" ] || [ -z "$(DATA)" ]; then \
@@ -79,7 +79,7 @@ eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the p
 	  exit 2; fi
 	$(VENV)/bin/agentrl-recipe eval run --model $(MODEL) --data $(DATA) $(if $(OUT),--out $(OUT)) $(ARGS)
 
-# --- data prep (agentrl_recipe/harness/data/, `agentrl-recipe data <cmd>`): outputs under DATA_DIR; reruns skip finished work, a killed
+# --- data prep (data_prep/, `agentrl-recipe data <cmd>`): outputs under DATA_DIR; reruns skip finished work, a killed
 # run resumes. Hub sources are the paper's; GPQA is gated on the hub (accept its terms, `huggingface-cli login`).
 DATA_DIR ?= data
 AGENTRL := $(VENV)/bin/agentrl-recipe

@@ -9,7 +9,7 @@ one run on one machine (so they compare fairly):
   2-turn and N-turn trajectories; goal ≤ 2 ms/turn on the project's 2-core machine). The difference is verl's fixed
   per-trajectory cost (loop instantiation through hydra, ``tokenizer.pad`` in ``_agent_loop_postprocess``);
 - ``agentrl_tool_agent / tool_agent``: the plugin's loop vs verl's stock loop on the same workload, with and without
-  the render memoization (agentrl_recipe/core/render_cache.py) — without it, the ratio is the cost of the plugin's
+  the render memoization (agentrl_recipe/agent_loop/render_cache.py) — without it, the ratio is the cost of the plugin's
   hooks;
 - ``single_turn_agent``: verl's fixed per-trajectory cost (loop instantiation, padding), for scale;
 - ``HFGenerationClient`` tokens/s for concurrent requests, batched decoding vs one request at a time.
@@ -31,12 +31,12 @@ from statistics import median
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe.core import names
-from agentrl_recipe.core.generation.common import ContextLimits
-from agentrl_recipe.core.generation.scripted import ScriptedClient, ScriptRequest
-from agentrl_recipe.harness.eval.dump import atomic_write_json
-from agentrl_recipe.harness.rollout import Rollout, compose_config
-from agentrl_recipe.harness.tiny_model import get_tiny_model_dir
+from agentrl_recipe import names
+from agentrl_recipe.eval.dump import atomic_write_json
+from agentrl_recipe.rollout import Rollout, compose_config
+from agentrl_recipe.tiny_model import get_tiny_model_dir
+from verl_cpu.scripted import ScriptedClient, ScriptRequest
+from verl_cpu.token_output import ContextLimits
 
 TOOL_SCHEMA = {
     "type": "function",
@@ -164,7 +164,7 @@ async def main_async(args: argparse.Namespace) -> dict:
 
 async def hf_throughput(n_requests: int, new_tokens: int) -> dict:
     """Tokens/s of HFGenerationClient on the tiny model for concurrent requests, batched vs one at a time."""
-    from agentrl_recipe.core.generation.hf_client import HFGenerationClient
+    from verl_cpu.hf_client import HFGenerationClient
 
     limits = ContextLimits(prompt_length=256, response_length=new_tokens)
     params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True, "min_tokens": new_tokens}

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # demo/ is at the repository root, not installed
-from agentrl_recipe.core.io import atomic_write_text
+from agentrl_recipe.atomic_io import atomic_write_text
 from demo.demo import DemoSettings, run_demo
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe.core.tools.code_interpreter import CodeInterpreterTool
+from agentrl_recipe.agent_loop.code_interpreter import CodeInterpreterTool
 
 
 def is_tail(request_id: str, every: int) -> bool:

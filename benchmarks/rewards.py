@@ -23,10 +23,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agentrl_recipe.core.config import SandboxConfig
-from agentrl_recipe.core.io import atomic_write_text
-from agentrl_recipe.core.rewards import scoring
-from agentrl_recipe.core.rewards.code_grading import CodeTests, agrade_program
+from agentrl_recipe.atomic_io import atomic_write_text
+from agentrl_recipe.rewards import scoring
+from agentrl_recipe.rewards.code.io_tests import CodeTests, agrade_program
+from agentrl_sandbox.config import SandboxConfig
 
 
 def pin_to_one_core() -> str:
@@ -93,7 +93,7 @@ def code_tests(n_tests: int, seed: int) -> CodeTests:
 
 
 async def bench_code(n_programs: int, n_tests: int, cfg: SandboxConfig, concurrency: int) -> dict:
-    from agentrl_recipe.core.tools.sandbox import get_sandbox
+    from agentrl_sandbox import get_sandbox
 
     sandbox = get_sandbox(cfg)
     jobs = [(PROGRAMS[i % len(PROGRAMS)], code_tests(n_tests, i)) for i in range(n_programs)]

@@ -37,12 +37,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agentrl_recipe.core.config import SandboxConfig
-from agentrl_recipe.core.io import atomic_write_text
-from agentrl_recipe.core.tools.sandbox.bench_calls import WORKLOADS, run_calls, summarize
-from agentrl_recipe.core.tools.sandbox.bwrap import REPLY_SLACK_S, BwrapCommand, encode_request, result_from_reply
-from agentrl_recipe.core.tools.sandbox.local import LocalSandbox
-from agentrl_recipe.core.tools.sandbox.types import ExecResult
+from agentrl_recipe.atomic_io import atomic_write_text
+from agentrl_sandbox.bench_calls import WORKLOADS, run_calls, summarize
+from agentrl_sandbox.bwrap import REPLY_SLACK_S, BwrapCommand, encode_request, result_from_reply
+from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox.local import LocalSandbox
+from agentrl_sandbox.types import ExecResult
 
 GOAL_CALLS_PER_S = 150.0
 GOAL_CORES = 2

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from statistics import mean
 
-from agentrl_recipe.harness.eval.dump import atomic_write_json
+from agentrl_recipe.eval.dump import atomic_write_json
 
 REPO = Path(__file__).resolve().parents[1]
 SFT_EXPORT = REPO / "outputs/cpu/sft_checkpoints/global_step_150/huggingface"

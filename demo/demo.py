@@ -2,12 +2,12 @@
 
 It shows the pipeline working and GRPO-TCR raising held-out accuracy on a toy task — not the paper's results.
 
-1. **inputs** (:mod:`agentrl_recipe.harness.cpu_inputs`, :mod:`agentrl_recipe.harness.demo_task`): the tiny model, the
+1. **inputs** (:mod:`demo.cpu_inputs`, :mod:`demo.task`): the tiny model, the
    scripted teacher's real trajectories (its ``code_interpreter`` calls run in the sandbox through
    ``agentrl_tool_agent``; the teacher picks the right operator only ``teacher_accuracy`` of the time and its executed
    trajectories are kept, so SFT leaves room for RL), RL rows and held-out rows (disjoint by template and operands);
 2. **SFT** — verl's SFT trainer under torchrun (``agentrl_sft_demo``: FSDP2 on gloo, the ``agentrl_cpu`` platform);
-3. **eval before RL** — the eval harness (:mod:`agentrl_recipe.harness.eval`) on the SFT's Hugging Face export;
+3. **eval before RL** — the eval harness (:mod:`agentrl_recipe.eval`) on the SFT's Hugging Face export;
 4. **GRPO-TCR** — ``verl.trainer.main_ppo`` (``agentrl_rl_demo``: v1 hybrid, ``agentrl_hf`` replica, the whole
    plugin in its Ray workers); the per-step table comes from verl's file-logger metrics as the steps land;
 5. **eval after RL** — same harness and protocol on the RL checkpoint's Hugging Face export.
@@ -26,13 +26,14 @@ import io
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from agentrl_recipe.core.io import atomic_write_text
-from agentrl_recipe.harness import cpu_inputs, demo_teacher
-from demo import demo_report, demo_runs
+from agentrl_recipe.atomic_io import atomic_write_text
+from demo import cpu_inputs, demo_report, demo_runs
+from demo import teacher as demo_teacher
 
 SFT_CONFIG, RL_CONFIG = "agentrl_sft_demo", "agentrl_rl_demo"
 # As in agentrl_rl_demo.yaml (the eval uses the same limits as the teacher and the trainer).
@@ -86,8 +87,8 @@ class DemoSettings:
 
 def _eval(s: DemoSettings, model: Path, heldout: Path, out: Path, label: str) -> dict[str, Any]:
     """The eval harness on the held-out rows, sampled at temperature 1 / top_p 1 (the policy RL trains)."""
-    from agentrl_recipe.harness.eval.config import EvalConfig
-    from agentrl_recipe.harness.eval.runner import run_eval
+    from agentrl_recipe.eval.protocol import EvalConfig
+    from agentrl_recipe.eval.runner import run_eval
 
     shutil.rmtree(out, ignore_errors=True)  # the harness resumes a run folder; a demo run starts clean
     cfg = EvalConfig(
@@ -252,3 +253,9 @@ def settings_from_args(args: argparse.Namespace) -> DemoSettings:
 def main(args: argparse.Namespace) -> int:
     run_demo(settings_from_args(args))
     return 0
+
+
+if __name__ == "__main__":  # `python -m demo.demo` from the clone's root (`make demo`): the demo is not installed
+    cli = argparse.ArgumentParser(prog="python -m demo.demo", description="the whole recipe end to end on CPU")
+    add_arguments(cli)
+    sys.exit(main(cli.parse_args()))

@@ -21,7 +21,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from agentrl_recipe.core import names
+from agentrl_recipe import names
 
 StepCallback = Callable[[int, dict[str, Any], Any], None]  # (step, metrics, progress bar)
 

@@ -21,7 +21,7 @@ LONG_FILES_FIRST = (
     "tests/integration/test_rl_trainer.py",
     "tests/upstream/test_check.py",
     "tests/integration/test_sft_trainer.py",
-    "tests/core/tools/sandbox/test_fusion_protocol.py",
+    "tests/agentrl_sandbox/test_fusion_protocol.py",
 )
 
 
@@ -49,7 +49,7 @@ def agentrl_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(agentrl_cache: Path) -> Path:
     """Directory with the tiny Qwen2 model, tokenizer and hermes chat template (built offline, ~5 s, once)."""
-    from agentrl_recipe.harness.tiny_model import get_tiny_model_dir
+    from agentrl_recipe.tiny_model import get_tiny_model_dir
 
     return get_tiny_model_dir()
 

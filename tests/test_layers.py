@@ -7,7 +7,7 @@ nothing in the package imports ``demo``, ``benchmarks`` or ``tests``, nor a depr
 
 Counted: top-level and function-local ``import``/``from … import`` statements, ``importlib.import_module("…")`` with a
 literal name, and any string constant that names a module of the package or of ``demo`` (class paths such as
-``"agentrl_recipe.core.tools.code_interpreter.CodeInterpreterTool"``, ``"pkg:agentrl_recipe.core.rewards.x:fn"``).
+``"agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool"``, ``"pkg:agentrl_recipe.rewards.x:fn"``).
 """
 
 from __future__ import annotations
@@ -180,12 +180,12 @@ def test_the_checker_sees_function_local_imports_and_strings(tmp_path: Path) -> 
     path.write_text(
         "def f():\n"
         "    from agentrl_recipe.cli import configs\n"
-        "    importlib.import_module('agentrl_recipe.harness.rollout')\n"
-        "X = 'agentrl_recipe.core.tools.code_interpreter.CodeInterpreterTool'\n"
+        "    importlib.import_module('agentrl_recipe.rollout')\n"
+        "X = 'agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool'\n"
     )
     found = {name for _, name in _references("agentrl_recipe.core.probe", path, strings=True)}
     assert found == {
         "agentrl_recipe.cli.configs",
-        "agentrl_recipe.harness.rollout",
-        "agentrl_recipe.core.tools.code_interpreter.CodeInterpreterTool",
+        "agentrl_recipe.rollout",
+        "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool",
     }

@@ -10,10 +10,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from types import ModuleType
-
-from agentrl_recipe.harness.config_paths import REPO_ROOT  # the checkout of an editable install
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -21,7 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agentrl_recipe.cli.doctor",
         "check that verl sees the plugin, the sandbox works, what hardware is there",
     ),
-    "sandbox": ("agentrl_recipe.cli.tools", "run code in the sandbox, or serve the SandboxFusion /run_code API"),
+    "sandbox": (
+        "agentrl_sandbox.cli",
+        "run code in the sandbox, or serve the SandboxFusion /run_code API (= agentrl-sandbox)",
+    ),
     "data": ("agentrl_recipe.cli.data", "build the SFT, RL, model-aware and eval datasets"),
     "eval": ("agentrl_recipe.cli.eval", "evaluate a model with the paper's protocol; compare runs"),
     "configs": ("agentrl_recipe.cli.configs", "list, show, copy and check the shipped verl configs"),
@@ -29,28 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agentrl_recipe.cli.preflight",
         "will CONFIG run on this node? driver, GPUs, flash-attn, sandbox, disk",
     ),
-    "demo": ("demo.demo", "the whole recipe end to end on CPU with a tiny model"),
 }
-
-DEMO_MISSING = "the demo ships with the repository, not the installed package: run `make demo` from a clone"
-
-
-def import_command(module_name: str) -> ModuleType:
-    """The subcommand's module. The demo's lives at the repository root (``demo/``, not installed): a console
-    script's ``sys.path`` holds neither the working directory nor the checkout, so both are looked in."""
-    if module_name.partition(".")[0] == "demo":
-        for root in (Path.cwd(), REPO_ROOT):
-            if (root / "demo" / "__init__.py").is_file():
-                if str(root) not in sys.path:
-                    sys.path.insert(0, str(root))
-                break
-        try:
-            return importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name not in ("demo", module_name):
-                raise
-            raise SystemExit(f"agentrl-recipe demo: {DEMO_MISSING}") from None
-    return importlib.import_module(module_name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     name, rest = argv[0], argv[1:]
     module_name, help_text = COMMANDS[name]
-    module = import_command(module_name)
+    module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"agentrl-recipe {name}", description=help_text)
     module.add_arguments(parser)
     args = parser.parse_args(rest)

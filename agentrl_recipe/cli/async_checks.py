@@ -13,8 +13,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from agentrl_recipe.core import names
-from agentrl_recipe.core.algos.sampler import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
+from agentrl_recipe.algos.sampler import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
+from verl_cpu import names as cpu_names
 
 ASYNC_MODES = ("colocate_async", "separate_async")
 Finding = tuple[str, str]
@@ -176,22 +176,22 @@ def _weight_transport(cfg: Any) -> tuple[list[Finding], list[Finding]]:
             (
                 key,
                 "separate_async sends weights to other processes: naive (in-process) cannot; use nccl on GPUs, "
-                f"{names.CHECKPOINT_ENGINE} on CPU",
+                f"{cpu_names.CHECKPOINT_ENGINE} on CPU",
             )
         ], []
-    if _on_cpu(cfg) and backend != names.CHECKPOINT_ENGINE:
+    if _on_cpu(cfg) and backend != cpu_names.CHECKPOINT_ENGINE:
         return [
             (
                 key,
                 f"{backend} needs an accelerator (verl 0.9.1's engines to a standalone rollout are GPU-only); on CPU "
-                f"use {names.CHECKPOINT_ENGINE} (+recipe/async=separate_async_cpu)",
+                f"use {cpu_names.CHECKPOINT_ENGINE} (+recipe/async=separate_async_cpu)",
             )
         ], []
-    if not _on_cpu(cfg) and backend == names.CHECKPOINT_ENGINE:
+    if not _on_cpu(cfg) and backend == cpu_names.CHECKPOINT_ENGINE:
         return [], [
             (
                 key,
-                f"{names.CHECKPOINT_ENGINE} is a CPU/debug backend: every weight goes through host memory and Ray's "
+                f"{cpu_names.CHECKPOINT_ENGINE} is a CPU/debug backend: every weight goes through host memory and Ray's "
                 "object store; use nccl on GPUs",
             )
         ]

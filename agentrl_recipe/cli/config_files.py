@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from agentrl_recipe.harness.config_paths import config_dir
+from agentrl_recipe.config_paths import config_dir
 
 NOT_RUNNABLE = ("recipe", "tools", "_generated")  # bodies included by runnable configs, tool YAML
 VERL_ROOTS = {"ppo_trainer": "rl", "ppo_megatron_trainer": "rl", "sft_trainer_engine": "sft"}

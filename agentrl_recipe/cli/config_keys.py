@@ -1,6 +1,6 @@
 """The unknown-key checker: verl 0.9.1 merges unknown keys of an overlay silently, so every key of a composed config
 must exist in verl's composed base config, be a field of the dataclass verl builds from its section, or lie in a
-documented extension namespace — ``agentrl.*`` (checked against :data:`agentrl_recipe.core.config.SECTIONS`) and
+documented extension namespace — ``agentrl.*`` (checked against :data:`agentrl_recipe.config.SECTIONS`) and
 ``reward.reward_kwargs.*`` (checked against the reward manager's kwargs, :mod:`agentrl_recipe.cli.config_rules`).
 A legacy key names its replacement; an unknown one the closest valid key."""
 
@@ -14,10 +14,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from agentrl_recipe import compat, names
+from agentrl_recipe import config as agentrl_config
 from agentrl_recipe.cli.config_legacy import legacy
 from agentrl_recipe.cli.config_report import CheckReport, Problem
-from agentrl_recipe.core import compat, names
-from agentrl_recipe.core import config as agentrl_config
 
 # verl keys whose value is an open mapping (anything below them is passed through), beyond empty `{}` in the base.
 FREEFORM = ("ray_kwargs.ray_init", "reward.custom_reward_function.reward_kwargs")
@@ -112,7 +112,7 @@ def check_namespace(cfg: Any, report: CheckReport) -> None:
         return
     for section in OmegaConf.to_container(block, resolve=False):
         where = f"{names.CONFIG_NAMESPACE}.{section}"
-        if section == "compat":  # the one scalar key: agentrl_recipe/core/compat.py
+        if section == "compat":  # the one scalar key: agentrl_recipe/compat.py
             try:
                 compat.check_mode(OmegaConf.select(cfg, where), where=where)
             except ValueError as e:

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from agentrl_recipe.cli.config_report import CheckReport, Problem, first_line, resolved
-from agentrl_recipe.harness.config_paths import REPO_ROOT
+from agentrl_recipe.config_paths import config_dir
 
 
 @cache
@@ -26,13 +26,13 @@ def registries() -> dict[str, Any]:
     # Imported here: verl takes ~10 s to import and loads the plugin, which `configs list/show/cp` must not pay.
     import verl  # noqa: F401  (loads the verl.plugins entry points, as every worker does)
 
-    loaded_by_verl = "agentrl_recipe.core.plugin" in sys.modules
-    importlib.import_module("agentrl_recipe.core.plugin")
+    loaded_by_verl = "agentrl_recipe.plugin" in sys.modules
+    importlib.import_module("agentrl_recipe.plugin")
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
     from verl.trainer.ppo import core_algos
 
-    from agentrl_recipe.core.verl_adapters.agent_loop_registry import agent_loops
-    from agentrl_recipe.core.verl_adapters.rollout_registry import registered_rollouts
+    from agentrl_recipe.verl_adapters.agent_loop_registry import agent_loops
+    from verl_cpu.rollout_registry import registered_rollouts
 
     try:
         from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
@@ -52,9 +52,10 @@ def registries() -> dict[str, Any]:
 
 
 def find_file(value: str) -> Path | None:
-    """A config-referenced path as verl will open it: absolute, or relative to the cwd, else to the repo root."""
+    """A config-referenced path as verl will open it: absolute, or relative to the cwd, else to the folder holding
+    the installed ``verl_configs`` (``verl_configs/tools/...`` names a shipped file wherever the package is)."""
     path = Path(os.path.expanduser(value))
-    for candidate in [path] if path.is_absolute() else [Path.cwd() / path, REPO_ROOT / path]:
+    for candidate in [path] if path.is_absolute() else [Path.cwd() / path, config_dir().parent / path]:
         if candidate.exists():
             return candidate
     return None
@@ -67,7 +68,7 @@ def need_file(cfg: Any, key: str, report: CheckReport, what: str) -> Path | None
         return None
     found = find_file(str(value))
     if found is None:
-        places = " and ".join(dict.fromkeys(str(p) for p in (Path.cwd(), REPO_ROOT)))
+        places = " and ".join(dict.fromkeys(str(p) for p in (Path.cwd(), config_dir().parent)))
         report.errors.append(
             Problem(key, f"{what} {value!r} does not exist (relative paths are looked up in {places})")
         )

@@ -23,7 +23,7 @@ from agentrl_recipe.cli.config_refs import (
     registries,
 )
 from agentrl_recipe.cli.config_report import CheckReport, Problem, first_line, node, resolved
-from agentrl_recipe.core.config import from_mapping
+from agentrl_recipe.config import from_mapping
 
 ARR = "actor_rollout_ref"
 # reward.reward_kwargs of verl's own managers (they read config.reward.reward_kwargs; others ignore it).
@@ -89,7 +89,7 @@ def _check_trainer_rules(cfg: Any, report: CheckReport) -> None:
     """The plugin's cross-key rules (a mask that is on but cannot take effect, ...) and the async trainer's."""
     # Both import verl (the sampler subclasses verl's replay buffer): loaded here, not by `configs list/show/cp`.
     try:
-        from agentrl_recipe.core.algos.sampler import check_trainer_config
+        from agentrl_recipe.algos.sampler import check_trainer_config
     except ImportError:
         check_trainer_config = None
     if check_trainer_config is not None:

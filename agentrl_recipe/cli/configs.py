@@ -6,7 +6,7 @@ that looks right can train the wrong thing. :func:`check` composes a config exac
 ``sft_trainer`` would (hydra, ``pkg://verl.trainer.config``; :mod:`.config_compose`) and reports:
 
 - keys that exist neither in verl's composed base config nor in a documented extension namespace — ``agentrl.*``
-  (:data:`agentrl_recipe.core.config.SECTIONS` dataclasses) and ``reward.reward_kwargs.*`` (the reward manager's kwargs
+  (:data:`agentrl_recipe.config.SECTIONS` dataclasses) and ``reward.reward_kwargs.*`` (the reward manager's kwargs
   dataclass) — with the closest valid key (:mod:`.config_keys`);
 - legacy keys verl 0.9.1 ignores, naming the replacement (:mod:`.config_legacy`);
 - registered names (advantage estimator, policy loss, reward manager, agent loop, rollout backend, trainer mode)
@@ -40,7 +40,7 @@ from agentrl_recipe.cli.config_legacy import LEGACY
 from agentrl_recipe.cli.config_refs import find_file, registries
 from agentrl_recipe.cli.config_report import CheckReport, Problem, first_line, resolved
 from agentrl_recipe.cli.config_rules import VERL_REWARD_KWARGS, check_rl, check_sft
-from agentrl_recipe.harness.config_paths import REPO_ROOT, config_dir
+from agentrl_recipe.config_paths import config_dir
 
 # The names this module had before its split (tests/integration read the registries through `_registries`).
 _registries = registries
@@ -50,7 +50,6 @@ __all__ = [
     "FREEFORM",
     "LEGACY",
     "NOT_RUNNABLE",
-    "REPO_ROOT",
     "VERL_GET_ONLY",
     "VERL_REWARD_KWARGS",
     "VERL_ROOTS",

@@ -1,6 +1,6 @@
 """``agentrl-recipe data <cmd>``: build the RL mix, the eval sets, the SFT set and the model-aware RL set.
 
-Commands (each module also runs as ``python -m agentrl_recipe.harness.data.<module>``):
+Commands (each module also runs as ``python -m data_prep.<module>``):
   rl           DAPO + Skywork-OR1 + MegaScience → verl RL parquet (dedup, decontamination, sampling, stats)
   eval         AIME24/25, GPQA-Diamond, LiveCodeBench v6 → eval parquet files
   sft          convert | generate | synthesize multi-turn tool-use SFT data
@@ -13,17 +13,17 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from agentrl_recipe.harness.data.schema import validate_file
+from data_prep.schema import validate_file
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "rl": ("agentrl_recipe.harness.data.prep_rl", "build the diverse RL mix (paper: Open-AgentRL-30K)"),
+    "rl": ("data_prep.rl_mix", "build the diverse RL mix (paper: Open-AgentRL-30K)"),
     "eval": (
-        "agentrl_recipe.harness.data.prep_eval",
+        "data_prep.eval_sets",
         "build the eval sets (AIME24, AIME25, GPQA-Diamond, LiveCodeBench v6)",
     ),
-    "sft": ("agentrl_recipe.harness.data.prep_sft", "convert / generate / synthesize multi-turn tool-use SFT data"),
+    "sft": ("data_prep.sft_released", "convert / generate / synthesize multi-turn tool-use SFT data"),
     "model-aware": (
-        "agentrl_recipe.harness.data.model_aware",
+        "data_prep.model_aware",
         "difficulty-matched RL set from the policy's own pass rates",
     ),
     "validate": ("agentrl_recipe.cli.data", "validate an RL or SFT parquet file"),

@@ -25,15 +25,14 @@ from typing import Any
 
 import yaml
 
-from agentrl_recipe.core import names
-from agentrl_recipe.harness.config_paths import REPO_ROOT
+from agentrl_recipe import names
+from agentrl_recipe.config_paths import config_dir, tool_config_dir
 
-TOOL_CONFIG_DIR = REPO_ROOT / "verl_configs" / "tools"
 PROBE_TIMEOUT_S = 300
 # Each kind of names.REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name)
 # or is a function returning a mapping (the adapter over a private verl registry).
 REGISTRIES: dict[str, tuple[str, str]] = {
-    "agent_loop": ("agentrl_recipe.core.verl_adapters.agent_loop_registry", "agent_loops"),
+    "agent_loop": ("agentrl_recipe.verl_adapters.agent_loop_registry", "agent_loops"),
     "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
     "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
     "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),
@@ -67,10 +66,10 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
     if report["verl_version"] != "0.9.1":
         problems.append(f"verl {report['verl_version']} is installed; agentrl_recipe is built for verl==0.9.1")
 
-    report["plugin_loaded_by_verl"] = "agentrl_recipe.core.plugin" in sys.modules
+    report["plugin_loaded_by_verl"] = "agentrl_recipe.plugin" in sys.modules
     if not report["plugin_loaded_by_verl"]:
         try:  # verl swallowed the error at DEBUG level; import it ourselves to show why
-            importlib.import_module("agentrl_recipe.core.plugin")
+            importlib.import_module("agentrl_recipe.plugin")
             report["plugin_error"] = None
             if report["plugins_policy"] == "auto" and eps:
                 problems.append("verl did not load the plugin although it imports cleanly; check the entry point")
@@ -125,10 +124,10 @@ def _registry_entry(kind: str, name: str) -> Any:
 
 def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
     results = []
-    for path in sorted(TOOL_CONFIG_DIR.glob("*.yaml")):
+    for path in sorted(tool_config_dir().glob("*.yaml")):
         for tool in (yaml.safe_load(path.read_text()) or {}).get("tools", []):
             class_name = tool.get("class_name", "")
-            info: dict[str, Any] = {"config": str(path.relative_to(REPO_ROOT)), "class_name": class_name}
+            info: dict[str, Any] = {"config": str(path.relative_to(config_dir().parent)), "class_name": class_name}
             try:  # verl inside the try: a verl that fails to import is reported per tool
                 from verl.tools.base_tool import BaseTool
 
@@ -148,7 +147,7 @@ def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
 def _sandbox_runtime() -> dict[str, Any]:
     """The local sandbox's own Python packages (runtime_env): where, for which Python, which pinned versions."""
     # The sandbox package is imported by the probe only: one that fails to import breaks the probe, not the doctor.
-    from agentrl_recipe.core.tools.sandbox import runtime_env
+    from agentrl_sandbox import runtime_env
 
     try:
         env = runtime_env.load()
@@ -159,7 +158,7 @@ def _sandbox_runtime() -> dict[str, Any]:
 
 def _check_sandbox(problems: list[str]) -> dict[str, Any]:
     try:  # inside the try: a sandbox package that fails to import is reported as a problem
-        from agentrl_recipe.core.tools.sandbox import health_check
+        from agentrl_sandbox import health_check
 
         result = dict(health_check())
     except Exception as exc:

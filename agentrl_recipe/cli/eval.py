@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from agentrl_recipe.harness.eval import report as report_lib
-from agentrl_recipe.harness.eval.config import BACKENDS, EvalConfig
-from agentrl_recipe.harness.eval.runner import run_eval, write_report
+from agentrl_recipe.eval import report as report_lib
+from agentrl_recipe.eval.protocol import BACKENDS, EvalConfig
+from agentrl_recipe.eval.runner import run_eval, write_report
 
 
 def _default_out(model: str) -> str:

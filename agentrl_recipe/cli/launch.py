@@ -10,7 +10,7 @@ config, the check report and the command, and exits — on any machine, no GPU n
   ``TORCHRUN_ARGS`` is passed to torchrun as is.
 - **RL** runs ``python -m verl.trainer.main_ppo --config-path=<abs verl_configs> --config-name=<name> ...``. The
   plugin reaches every Ray worker through the ``verl.plugins`` entry point (the package must be installed on every
-  node); the launcher also sets ``VERL_USE_EXTERNAL_MODULES=agentrl_recipe.core.plugin`` so a worker that cannot import
+  node); the launcher also sets ``VERL_USE_EXTERNAL_MODULES=agentrl_recipe.plugin`` so a worker that cannot import
   the plugin fails loudly instead of training without it. With ``RAY_ADDRESS`` set (an existing cluster) the same
   variable, and ``AGENTRL_SANDBOX_URL`` when given, go into ``ray_kwargs.ray_init.runtime_env.env_vars``: remote
   workers do not inherit the driver's environment. Relative paths are made absolute, because Ray workers do not run
@@ -38,8 +38,8 @@ from omegaconf import OmegaConf
 from agentrl_recipe.cli import configs, preflight
 from agentrl_recipe.cli.launch_env import file_logger_env, platform_env, rl_env
 from agentrl_recipe.cli.smoke import SMOKE_STAGES, prepare_smoke
-from agentrl_recipe.core import names
-from agentrl_recipe.harness import cpu_inputs
+from agentrl_sandbox.config import ENV_SANDBOX_URL
+from demo import cpu_inputs
 
 # Keys holding file paths that Ray workers open; made absolute when they exist relative to the cwd or repo root.
 RL_PATH_KEYS = (
@@ -163,8 +163,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--torchrun-args", default="", help="extra torchrun arguments, passed through")
     parser.add_argument(
         "--sandbox-url",
-        default=os.environ.get(names.ENV_SANDBOX_URL),
-        help=f"RL: the sandbox server every worker uses (sets {names.ENV_SANDBOX_URL})",
+        default=os.environ.get(ENV_SANDBOX_URL),
+        help=f"RL: the sandbox server every worker uses (sets {ENV_SANDBOX_URL})",
     )
     parser.add_argument("--dry-run", action="store_true", help="print config, check report and command; run nothing")
     parser.add_argument(

@@ -8,17 +8,24 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentrl_recipe.core import config as agentrl_config
-from agentrl_recipe.core import names
-from agentrl_recipe.core.cpu import PLATFORM_ENV
+from agentrl_recipe import config as agentrl_config
+from agentrl_recipe import names
+from agentrl_sandbox.config import (
+    ENV_SANDBOX_BACKEND,
+    ENV_SANDBOX_POOL_SIZE,
+    ENV_SANDBOX_PROCESSES_PER_NODE,
+    ENV_SANDBOX_URL,
+)
+from verl_cpu import PLATFORM_ENV
+from verl_cpu import names as cpu_names
 
-PLUGIN_MODULE = "agentrl_recipe.core.plugin"
+PLUGIN_MODULE = "agentrl_recipe.plugin"
 FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT")
 
 
 def platform_env(cfg: Any) -> dict[str, str]:
     """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
-    return {PLATFORM_ENV: names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
+    return {PLATFORM_ENV: cpu_names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
 
 
 def file_logger_env(cfg: Any) -> dict[str, str]:
@@ -38,7 +45,7 @@ def rl_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
     env.update(platform_env(cfg))
     env.update(file_logger_env(cfg))
     # Variables the workers read that a remote cluster's workers would not inherit: component markers
-    # (agentrl_recipe/core/trace.py) and verl's file logger, which runs in the TaskRunner worker.
+    # (agentrl_recipe/trace.py) and verl's file logger, which runs in the TaskRunner worker.
     for key in FORWARDED_ENV:
         if os.environ.get(key):
             env[key] = os.environ[key]
@@ -48,9 +55,9 @@ def rl_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
     env.update(sandbox_pool_env(cfg, sandbox))
     url = sandbox_url or sandbox.get("url")
     if url:
-        env[names.ENV_SANDBOX_URL] = url
-    if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(names.ENV_SANDBOX_BACKEND)):
-        env[names.ENV_SANDBOX_BACKEND] = os.environ.get(names.ENV_SANDBOX_BACKEND) or sandbox["backend"]
+        env[ENV_SANDBOX_URL] = url
+    if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(ENV_SANDBOX_BACKEND)):
+        env[ENV_SANDBOX_BACKEND] = os.environ.get(ENV_SANDBOX_BACKEND) or sandbox["backend"]
     return env
 
 
@@ -60,7 +67,7 @@ def sandbox_pool_env(cfg: Any, sandbox: dict[str, Any]) -> dict[str, str]:
     sandbox-using processes on it (agent-loop + reward workers spread over the nodes; local.default_pool_size)."""
     workers = int(cfg.actor_rollout_ref.rollout.agent.get("num_workers", 8)) + int(cfg.reward.get("num_workers", 8))
     per_node = -(-workers // max(1, int(cfg.trainer.get("nnodes", 1))))
-    env = {names.ENV_SANDBOX_PROCESSES_PER_NODE: str(per_node)}
+    env = {ENV_SANDBOX_PROCESSES_PER_NODE: str(per_node)}
     if sandbox.get("pool_size"):
-        env[names.ENV_SANDBOX_POOL_SIZE] = str(int(sandbox["pool_size"]))
+        env[ENV_SANDBOX_POOL_SIZE] = str(int(sandbox["pool_size"]))
     return env

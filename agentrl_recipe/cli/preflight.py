@@ -32,7 +32,7 @@ import sys
 from agentrl_recipe.cli import configs
 from agentrl_recipe.cli.preflight_facts import NodeFacts, gather
 from agentrl_recipe.cli.preflight_layout import Layout, layout, model_parameters
-from agentrl_recipe.core.config import SandboxConfig
+from agentrl_sandbox.config import SandboxConfig
 
 # Minimum Linux driver per CUDA major version (NVIDIA's CUDA compatibility table, minor-version compatibility).
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from agentrl_recipe.core.tools.sandbox import close_all, health_check
+from agentrl_sandbox import close_all, health_check
 
 
 @dataclasses.dataclass

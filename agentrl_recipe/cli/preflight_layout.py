@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from agentrl_recipe.core.config import to_plain
+from agentrl_recipe.config import to_plain
 
 
 @dataclasses.dataclass

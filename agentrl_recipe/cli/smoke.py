@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentrl_recipe.core import names
-from agentrl_recipe.harness.data.io import atomic_write_parquet
-from agentrl_recipe.harness.tiny_model import TinyModelSpec, build_tiny_model
+from agentrl_recipe import names
+from agentrl_recipe.tiny_model import TinyModelSpec, build_tiny_model
+from data_prep.files import atomic_write_parquet
 
 SMOKE_CONFIG = "agentrl_rl_smoke"
 # The paper's layout on the tiny model (8 GPUs): step 1 with a checkpoint, then a second launch resuming from it.
@@ -20,7 +20,7 @@ SMOKE_DIR = Path("outputs/rl_smoke")
 def prepare_smoke(out_dir: Path = SMOKE_DIR) -> dict[str, Path]:
     """The tiny model and a 16-row math/code RL parquet (train = val) for the GPU smoke run; CPU only, seconds."""
     # rows imports verl (~7 s): only the smoke stages pay it, not every `make sft|rl` launch.
-    from agentrl_recipe.harness.data.rows import rl_row
+    from data_prep.rows import rl_row
 
     model_dir = out_dir / "tiny_model"
     if not (model_dir / "config.json").is_file():

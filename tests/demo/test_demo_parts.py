@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from agentrl_recipe.core import names
-from agentrl_recipe.harness import demo_task, demo_teacher
+from agentrl_recipe import names
 from demo import demo_report, demo_runs
+from demo import task as demo_task
+from demo import teacher as demo_teacher
 
 
 def test_splits_are_deterministic_disjoint_and_correct() -> None:
@@ -35,7 +36,7 @@ def test_rl_rows_follow_the_row_contract() -> None:
         assert row["agent_name"] == names.AGENT_LOOP and row["data_source"] == demo_task.DATA_SOURCE
         assert row["reward_model"] == {"ground_truth": p.answer, "style": "rule"}
         assert row["prompt"] == [{"role": "user", "content": f"{p.question} {demo_task.INSTRUCTION}"}]
-    from agentrl_recipe.core.rewards.scoring import task_kind
+    from agentrl_recipe.rewards.scoring import task_kind
 
     assert task_kind(demo_task.DATA_SOURCE) == "math"
 

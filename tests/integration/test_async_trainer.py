@@ -3,7 +3,7 @@
 colocate_async runs for 3 steps and separate_async (``+recipe/async=separate_async_cpu``: a standalone agentrl_hf
 replica in its own processes, weights sent by the ``agentrl_ray`` checkpoint engine) for 2, each with a trajectory
 mask on; everything is asserted from the runs' own outputs (verl's file-logger metrics and the component markers of
-agentrl_recipe/core/trace.py).
+agentrl_recipe/trace.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from trainer_helpers import launch, metrics, tail
 
-from agentrl_recipe.core import names, trace
+from agentrl_recipe import trace
+from verl_cpu import names as cpu_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
@@ -85,7 +86,7 @@ def test_separate_async_trains_every_step_from_a_standalone_replica(separate_asy
     for step in steps.values():
         assert step["actor/grad_norm"] > 0 and step["actor/pg_loss"] != 0, step
         # the weights went to the replica's processes through agentrl_ray (the engine's own metrics, via verl)
-        assert step["timing_s/update_weights"] > 0 and step[f"{names.CHECKPOINT_ENGINE}/sent_mb"] > 0, sorted(step)
+        assert step["timing_s/update_weights"] > 0 and step[f"{cpu_names.CHECKPOINT_ENGINE}/sent_mb"] > 0, sorted(step)
     log = (separate_async_run / "log.txt").read_text()
     assert "rollout served by 1 standalone replicas only" in log  # verl's own line: no hybrid replica
 

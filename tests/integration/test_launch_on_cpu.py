@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from agentrl_recipe import names
 from agentrl_recipe.cli import configs, launch
-from agentrl_recipe.core import names
+from agentrl_sandbox.config import ENV_SANDBOX_URL
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,7 +59,7 @@ def test_make_rl_dry_run_prints_config_check_and_command() -> None:
         assert override in command
     tool = f"actor_rollout_ref.rollout.multi_turn.tool_config_path={REPO / 'verl_configs/tools/code_interpreter.yaml'}"
     assert tool in command  # Ray workers do not run in the driver's cwd
-    assert "VERL_USE_EXTERNAL_MODULES=agentrl_recipe.core.plugin" in out
+    assert "VERL_USE_EXTERNAL_MODULES=agentrl_recipe.plugin" in out
 
 
 def test_make_sft_dry_run_multi_node() -> None:
@@ -107,10 +108,8 @@ def test_remote_ray_cluster_gets_the_plugin_and_sandbox_through_runtime_env(monk
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
     assert launch.main(_args("rl", "--dry-run", "--sandbox-url", "http://127.0.0.1:8080")) == 0
     command = _command(capsys.readouterr().out)
-    assert (
-        "++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES='agentrl_recipe.core.plugin'" in command
-    )
-    assert f"++ray_kwargs.ray_init.runtime_env.env_vars.{names.ENV_SANDBOX_URL}='http://127.0.0.1:8080'" in command
+    assert "++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES='agentrl_recipe.plugin'" in command
+    assert f"++ray_kwargs.ray_init.runtime_env.env_vars.{ENV_SANDBOX_URL}='http://127.0.0.1:8080'" in command
 
 
 def test_a_real_launch_needs_the_data(capsys) -> None:
@@ -124,7 +123,7 @@ def test_an_sft_config_is_refused_by_rl(capsys) -> None:
 
 
 def test_rl_smoke_dry_run_builds_its_inputs_on_cpu(tmp_path: Path, monkeypatch, capsys) -> None:
-    from agentrl_recipe.harness.data.schema import validate_file
+    from data_prep.schema import validate_file
 
     monkeypatch.chdir(tmp_path)  # the smoke inputs go to ./outputs/rl_smoke
     assert launch.main(_args("rl-smoke", "--dry-run")) == 0, capsys.readouterr().out

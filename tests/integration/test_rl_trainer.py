@@ -1,7 +1,7 @@
 """`make rl CONFIG=agentrl_rl_cpu`: verl.trainer.main_ppo (v1, hybrid) on CPU with the whole plugin inside it.
 
 Everything is asserted from the run's own outputs — verl's file-logger metrics, the component markers each part of
-the plugin writes in the process it runs in (agentrl_recipe/core/trace.py), checkpoints and rollout dumps — never from
+the plugin writes in the process it runs in (agentrl_recipe/trace.py), checkpoints and rollout dumps — never from
 this process's memory. One run on a two-node Ray cluster (a head and a second raylet on loopback), with a
 trajectory mask switched on: 3 steps, killed with SIGKILL after its step-2 checkpoint (steps 1-2 are the "first" run
 the component, tracker and update tests read) and resumed on the same cluster for step 3. One run serves every test:
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, stop_processes_mentioning, tail
 
+from agentrl_recipe import names, trace
+from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
 from agentrl_recipe.cli import configs
-from agentrl_recipe.core import names, trace
-from agentrl_recipe.core.algos.losses import LOSS_TOKENS_PER_UPDATE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 

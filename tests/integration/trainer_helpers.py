@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentrl_recipe.core import names
+from agentrl_recipe import names
 
 REPO = Path(__file__).resolve().parents[2]
 

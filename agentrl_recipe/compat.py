@@ -1,0 +1,55 @@
+"""``agentrl.compat``: one switch between the released code's behaviour and ours, and what it sets.
+
+``open_agentrl`` reproduces what produced the published checkpoint (Gen-Verse/Open-AgentRL ``recipe/demystify`` and
+its vendored verl 0.5), its mistakes included; ``agentrl`` turns on this recipe's fixes. Each behaviour below is also
+a key of its own (``None`` there = take the value of the mode), so an ablation flips one behaviour and keeps the rest.
+
+| behaviour key | open_agentrl (released code) | agentrl (ours) |
+| --- | --- | --- |
+| ``reward.reward_kwargs.tool_bonus`` | ``released``: every wrong answer −1.1 | ``paper``: Eq. 8's bonus |
+| ``reward.reward_kwargs.tool_bonus_count`` | ``turns``: (num_turns − 2)/2 | ``tool_calls``: executed calls only |
+| ``reward.reward_kwargs.code_rules`` | ``open_agentrl``: rewards/code_released.py | ``lcb``: LiveCodeBench's rules |
+| ``reward.reward_kwargs.code_timeout_s_per_test`` | 30 s, tests concurrent | 6 s (LCB) |
+| ``reward.reward_kwargs.code_total_timeout_s`` | none (tests run at once) | 60 s |
+| ``agentrl.agent_loop.malformed_call_feedback`` | false: a turn of only bad calls ends | true: answered |
+| tool ``auto_print`` (verl_configs/tools/*.yaml) | ``last_line``: ``print(<last line>)`` | ``expression`` (ast) |
+| tool ``failure_reply`` | ``no_stdout``: "no stdout here" | ``explain``: partial output + why |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MODES = ("open_agentrl", "agentrl")
+DEFAULT_MODE = "agentrl"  # a config without agentrl.compat gets the plugin's own behaviour
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "tool_bonus": {"open_agentrl": "released", "agentrl": "paper"},
+    "tool_bonus_count": {"open_agentrl": "turns", "agentrl": "tool_calls"},
+    "code_rules": {"open_agentrl": "open_agentrl", "agentrl": "lcb"},
+    "code_timeout_s_per_test": {"open_agentrl": 30.0, "agentrl": 6.0},
+    "code_total_timeout_s": {"open_agentrl": None, "agentrl": 60.0},
+    "malformed_call_feedback": {"open_agentrl": False, "agentrl": True},
+    "auto_print": {"open_agentrl": "last_line", "agentrl": "expression"},
+    "failure_reply": {"open_agentrl": "no_stdout", "agentrl": "explain"},
+}
+
+
+def check_mode(mode: Any, *, where: str = "agentrl.compat") -> str:
+    if mode not in MODES:
+        raise ValueError(f"{where} must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def mode_of(trainer_config: Any) -> str:
+    """``agentrl.compat`` of a trainer config (DictConfig or dict); :data:`DEFAULT_MODE` when absent."""
+    from agentrl_recipe import names
+
+    root = trainer_config.get(names.CONFIG_NAMESPACE) if hasattr(trainer_config, "get") else None
+    mode = root.get("compat") if hasattr(root, "get") else None
+    return check_mode(DEFAULT_MODE if mode is None else mode)
+
+
+def default(key: str, value: Any, mode: str) -> Any:
+    """``value`` when set, else the value ``mode`` gives behaviour ``key``."""
+    return DEFAULTS[key][check_mode(mode)] if value is None else value

@@ -1,0 +1,227 @@
+"""The bubblewrap sandbox the ``local`` pool runs in: its command line, the wire format with the warm interpreter
+inside (4-byte big-endian length + JSON). ``oneshot_fd`` serves one request without a pool: the benchmark's cold
+baseline (``benchmarks/sandbox.py``, a fresh sandbox per call) uses it.
+
+The sandbox as a whole: non-root uid (65534 when the host process is root — RLIMIT_NPROC means nothing for uid 0),
+user/pid/net/ipc/uts/cgroup namespaces, an empty tmpfs root holding only read-only /usr, the sandbox's own
+site-packages (:mod:`~agentrl_sandbox.runtime_env`) and the interpreter's scripts, ``--remount-ro /``,
+cleared environment, ``--die-with-parent``, ``--new-session``. :func:`preflight` fails closed, naming the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agentrl_sandbox import runtime_env
+from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox.subprocess_backend import child_env
+from agentrl_sandbox.types import ExecResult, SandboxError, classify, status_message
+
+SANDBOX_PYTHON = runtime_env.INTERPRETER  # Debian's python3: under /usr, readable by the sandbox uid (pyenv's is not)
+SANDBOX_UID = 65534  # nobody, when the host process is root
+SOCKET_DIR = "/run/agentrl"  # inside the sandbox
+SCRIPT_DIR = "/opt/agentrl"
+SCRIPTS = ("_zygote.py", "_zygote_kernel.py", "_zygote_run.py", "_zygote_slot.py", "_zygote_relay.py")  # 1st: program
+SOCKETS = {"light": "pool.sock", "heavy": "heavy.sock"}  # one listener per tier (_zygote.TIERS)
+MAX_PROCESSES = 64  # per run: its own user namespace makes RLIMIT_NPROC count that run only
+MAX_OPEN_FILES = 256
+MAX_FILE_MB = 64  # RLIMIT_FSIZE
+SCRATCH_MB = 128  # private tmpfs at /tmp per run
+REPLY_SLACK_S = 30.0  # beyond the run's own timeout, how long the host waits for a reply before infra_error
+FIX = "run `make install` (installs bubblewrap via apt-get) or `apt-get install -y bubblewrap`"
+
+
+def site_dirs() -> list[str]:
+    """The sandbox runtime's site-packages (bound read-only); SandboxError naming `make install` when unusable."""
+    return [str(runtime_env.load(python=SANDBOX_PYTHON).site_dir)]
+
+
+def host_ids() -> tuple[int | None, int | None]:
+    """(uid, gid) to launch bwrap as: nobody when we are root, else ourselves (None = no change)."""
+    return (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else (None, None)
+
+
+def preflight() -> str:
+    """Path of a usable bwrap, or raise SandboxError saying what is missing and how to fix it."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxError(f"bubblewrap (bwrap) is not installed; the local sandbox refuses to run without it: {FIX}")
+    if not os.access(SANDBOX_PYTHON, os.X_OK):
+        raise SandboxError(
+            f"{SANDBOX_PYTHON} (Debian's python3) is missing: run `make install` (apt-get install python3)"
+        )
+    return bwrap
+
+
+class BwrapCommand:
+    """Builds the bwrap command line and the fds it needs; shared by the pool and the benchmark's cold baseline."""
+
+    def __init__(
+        self,
+        cfg: SandboxConfig,
+        *,
+        slots: int,
+        preload: list[str],
+        preload_heavy: list[str] = (),
+        oneshot_fd: int | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.bwrap = preflight()
+        self.rundir = tempfile.mkdtemp(prefix="agentrl-sbx-")
+        uid, gid = host_ids()
+        if uid is not None:
+            os.chown(self.rundir, uid, gid)
+        self.socket_paths = {tier: os.path.join(self.rundir, name) for tier, name in SOCKETS.items()}
+        self.fds: list[int] = []  # the memfds and O_PATH fds bwrap binds (cleanup closes them)
+        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+        argv += _system_binds()
+        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
+        site_argv, inner_sites = self._bind_site_dirs()
+        argv += site_argv + self._bind_scripts()
+        argv += ["--bind", self.rundir, SOCKET_DIR, "--remount-ro", "/", "--chdir", "/tmp"]
+        for key, value in child_env("/tmp").items():
+            argv += ["--setenv", key, value]
+        settings = {
+            "socket_dir": SOCKET_DIR,
+            "site_dirs": inner_sites,
+            "preload": preload,
+            "preload_heavy": list(preload_heavy),
+            "slots": slots,
+            "max_output_bytes": cfg.max_output_bytes,
+            "scratch_mb": SCRATCH_MB,
+            "max_processes": MAX_PROCESSES,
+            "max_open_files": MAX_OPEN_FILES,
+            "max_file_mb": MAX_FILE_MB,
+            "seccomp": True,
+            "oneshot_fd": oneshot_fd,
+        }
+        self.extra_fds = [] if oneshot_fd is None else [oneshot_fd]  # passed to bwrap, owned by the caller
+        argv += ["--", SANDBOX_PYTHON, "-I", "-B", f"{SCRIPT_DIR}/{SCRIPTS[0]}", json.dumps(settings)]
+        self.argv = argv
+
+    def _bind_scripts(self) -> list[str]:
+        """The zygote's scripts as read-only memfds: the sandbox sees this package's files, not a path into it."""
+        argv = []
+        for name in SCRIPTS:
+            fd = os.memfd_create(f"agentrl-{name}", 0)
+            os.write(fd, Path(__file__).with_name(name).read_bytes())
+            os.lseek(fd, 0, os.SEEK_SET)
+            self.fds.append(fd)
+            argv += ["--perms", "0444", "--ro-bind-data", str(fd), f"{SCRIPT_DIR}/{name}"]
+        return argv
+
+    def _bind_site_dirs(self) -> tuple[list[str], list[str]]:
+        """The sandbox runtime's site dirs, read-only under /opt/site<i>: (bwrap arguments, the paths inside)."""
+        argv, inner_sites = [], []
+        for i, d in enumerate(site_dirs()):
+            # An O_PATH fd opened here binds the directory even when the sandbox uid cannot traverse its parents
+            # (e.g. a venv under root's 0700 home).
+            fd = os.open(d, os.O_PATH | os.O_DIRECTORY)
+            self.fds.append(fd)
+            inner = f"/opt/site{i}"
+            inner_sites.append(inner)
+            argv += ["--ro-bind-fd", str(fd), inner]
+        return argv, inner_sites
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        uid, gid = host_ids()
+        kwargs: dict[str, Any] = {"pass_fds": (*self.fds, *self.extra_fds), "stdin": subprocess.DEVNULL}
+        if uid is not None:
+            kwargs.update(user=uid, group=gid, extra_groups=[])
+        return kwargs
+
+    def cleanup(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+
+def encode_request(code: str, stdin: str | None, timeout_s: float, memory_mb: int, files: dict[str, bytes]) -> bytes:
+    body = {
+        "code": code,
+        "stdin": stdin,
+        "timeout_s": timeout_s,
+        "memory_mb": memory_mb,
+        "files": {k: base64.b64encode(v).decode() for k, v in files.items()},
+    }
+    data = json.dumps(body).encode()
+    return struct.pack(">I", len(data)) + data
+
+
+async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any]:
+    (n,) = struct.unpack(">I", await reader.readexactly(4))
+    return json.loads(await reader.readexactly(n))
+
+
+async def request(path: str, payload: bytes, timeout_s: float) -> dict[str, Any]:
+    """One request over a fresh connection to a tier's socket; its reply. Closing the connection (also when the
+    caller is cancelled) makes the slot kill the run. Plain socket calls: a stream pair per call costs more CPU."""
+    loop = asyncio.get_running_loop()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.setblocking(False)
+        await loop.sock_connect(sock, path)
+        await loop.sock_sendall(sock, payload)
+        return await asyncio.wait_for(_recv_frame(loop, sock), timeout_s)
+
+
+async def _recv_frame(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> dict[str, Any]:
+    buf = bytearray()
+    total = None
+    while total is None or len(buf) < total:
+        chunk = await loop.sock_recv(sock, 1 << 20)
+        if not chunk:
+            raise EOFError("the sandbox closed the connection")
+        buf += chunk
+        if total is None and len(buf) >= 4:
+            total = 4 + struct.unpack_from(">I", buf)[0]
+    return json.loads(bytes(buf[4:total]))
+
+
+def result_from_reply(reply: dict[str, Any], timeout_s: float, memory_mb: int, max_output: int) -> ExecResult:
+    if reply.get("lost"):
+        return ExecResult.infra("the sandboxed run vanished without an exit status", float(reply.get("duration_s", 0)))
+    stderr = reply.get("stderr", "")
+    exit_code = reply.get("exit_code")
+    status = classify(
+        exit_code,
+        stderr,
+        timed_out=bool(reply.get("timed_out")),
+        truncated=bool(reply.get("truncated")),
+        cpu_limited=bool(reply.get("cpu_limited")),
+    )
+    message = status_message(status, timeout_s, memory_mb, max_output)
+    if status == "runtime_error" and isinstance(exit_code, int) and exit_code < 0:
+        message = f"killed by signal {-exit_code}"
+    return ExecResult(
+        status=status,
+        stdout=reply.get("stdout", ""),
+        stderr=stderr,
+        exit_code=exit_code,
+        duration_s=float(reply.get("duration_s", 0.0)),
+        message=message,
+    )
+
+
+def _system_binds() -> list[str]:
+    """/usr read-only with the merged-/usr symlinks, and the few /etc files Debian's libraries look up."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin"), ("/sbin", "usr/sbin")):
+        if os.path.exists(link):
+            argv += ["--symlink", target, link]
+    for path in ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime"):  # Debian's libblas lookup needs them
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    return argv

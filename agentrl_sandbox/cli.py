@@ -1,0 +1,170 @@
+"""``agentrl-sandbox {run,serve,check,bench}`` (also ``agentrl-recipe sandbox ...``).
+
+    echo 'print(1+1)' | agentrl-sandbox run            # JSON ExecResult on stdout
+    agentrl-sandbox serve --host 0.0.0.0 --port 8080   # SandboxFusion /run_code API on the local pool
+    agentrl-sandbox check                              # health check of the configured backend
+    agentrl-sandbox serve --host 0.0.0.0 --token-file /etc/agentrl/sandbox.token --max-queue 64
+    agentrl-sandbox bench --url http://n1:8080,http://n2:8080 --token-file … --calls 2000 --concurrency 256
+
+Exit status of ``run``: 0 ok, 1 the code failed (runtime error, timeout, memory, output cap), 2 the sandbox failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentrl_sandbox import SandboxError, get_sandbox, health_check
+from agentrl_sandbox.config import ENV_SANDBOX_TOKEN, SandboxConfig
+from agentrl_sandbox.guard import ServerLimits
+from agentrl_sandbox.local import LocalSandbox
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="sandbox_command", metavar="{run,serve,check,bench}", required=True)
+
+    run = sub.add_parser("run", help="run Python read from stdin (or --file) and print the JSON result")
+    run.add_argument("--file", help="read the code from this file instead of stdin")
+    run.add_argument("--stdin-file", help="file whose content becomes the program's stdin")
+    run.add_argument("--timeout", type=float, default=None, help="seconds (default: agentrl.sandbox.timeout_s, 30)")
+    run.add_argument("--memory-mb", type=int, default=None, help="MB (default: agentrl.sandbox.memory_mb, 2048)")
+    _backend_args(run)
+
+    serve = sub.add_parser("serve", help="serve SandboxFusion's /run_code API backed by the local bubblewrap pool")
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 to serve a cluster)")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--pool-size", type=int, default=None, help="concurrent runs (default: CPU count)")
+    serve.add_argument("--log-level", default="warning")
+    limits = ServerLimits()
+    serve.add_argument("--token-file", help=f"require this shared token (default: ${ENV_SANDBOX_TOKEN}, if set)")
+    serve.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes, help="413 above this")
+    serve.add_argument("--max-code-bytes", type=int, default=limits.max_code_bytes)
+    serve.add_argument("--max-stdin-bytes", type=int, default=limits.max_stdin_bytes)
+    serve.add_argument("--max-files", type=int, default=limits.max_files)
+    serve.add_argument("--max-files-bytes", type=int, default=limits.max_files_bytes)
+    serve.add_argument("--max-queue", type=int, default=None, help="503 beyond pool size + this (default 8 x pool)")
+
+    bench = sub.add_parser("bench", help="measure a deployed fleet (calls/s, p50/p99, per-server split)")
+    bench.add_argument("--workload", choices=("trivial", "numpy_sympy"), default="trivial")
+    bench.add_argument("--calls", type=int, default=1000)
+    bench.add_argument("--concurrency", type=int, default=64)
+    bench.add_argument("--token-file", default=None)
+    _backend_args(bench)
+
+    check = sub.add_parser("check", help="run print(1+1) in the configured backend and report")
+    _backend_args(check)
+
+
+def _backend_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("local", "sandbox_fusion", "subprocess"), default=None)
+    p.add_argument("--url", default=None, help="server(s), comma-separated (default: $AGENTRL_SANDBOX_URL)")
+    p.add_argument("--pool-size", type=int, default=None)
+
+
+def _config(args: argparse.Namespace) -> SandboxConfig:
+    cfg = SandboxConfig().with_env_overrides()
+    changes = {}
+    if getattr(args, "url", None):
+        changes.update(url=args.url, backend="sandbox_fusion")
+    if getattr(args, "backend", None):
+        changes["backend"] = args.backend
+    if getattr(args, "pool_size", None):
+        changes["pool_size"] = args.pool_size
+    if getattr(args, "token_file", None):
+        changes["token_file"] = args.token_file
+    return dataclasses.replace(cfg, **changes)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.sandbox_command == "check":
+        report = health_check(_config(args))
+        print(json.dumps(report, indent=2))
+        return 0 if report["ok"] else 2
+    if args.sandbox_command == "run":
+        code = Path(args.file).read_text(encoding="utf-8") if args.file else sys.stdin.read()
+        stdin = Path(args.stdin_file).read_text(encoding="utf-8") if args.stdin_file else None
+        try:
+            sb = get_sandbox(_config(args))
+        except SandboxError as exc:
+            print(json.dumps({"status": "infra_error", "message": str(exc)}))
+            return 2
+        res = sb.run(code, stdin=stdin, timeout_s=args.timeout, memory_mb=args.memory_mb)
+        print(json.dumps(res.to_dict()))
+        return 0 if res.ok else (2 if res.infra_error else 1)
+    if args.sandbox_command == "bench":
+        return _bench(args)
+    if args.sandbox_command == "serve":
+        # The web stack (fastapi, uvicorn) loads for `serve` only: `sandbox run` is started once per snippet.
+        import uvicorn
+
+        from agentrl_sandbox.server import create_app
+
+        cfg = dataclasses.replace(SandboxConfig(), backend="local", pool_size=args.pool_size)
+        try:
+            limits = _server_limits(args)
+            sandbox = LocalSandbox(cfg)
+        except (SandboxError, ValueError, OSError) as exc:
+            print(f"agentrl-sandbox serve: {exc}", file=sys.stderr)
+            return 2
+        auth = "token required" if limits.token else "NO token: open to anyone who can reach it"
+        print(
+            f"agentrl sandbox: serving SandboxFusion /run_code on http://{args.host}:{args.port} "
+            f"({sandbox.pool_size} concurrent runs, queue {limits.queue_bound(sandbox.pool_size)}, {auth})",
+            file=sys.stderr,
+        )
+        app = create_app(sandbox, limits=limits, capacity=sandbox.pool_size)
+        try:
+            uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, backlog=4096)
+        finally:
+            sandbox.close()
+        return 0
+    raise AssertionError(args.sandbox_command)
+
+
+def _server_limits(args: argparse.Namespace) -> ServerLimits:
+    token = None
+    if args.token_file:
+        token = Path(args.token_file).read_text(encoding="utf-8").strip() or None
+        if token is None:
+            raise ValueError(f"--token-file {args.token_file} is empty")
+    token = token or os.environ.get(ENV_SANDBOX_TOKEN) or None
+    return ServerLimits(
+        token=token,
+        max_body_bytes=args.max_body_bytes,
+        max_code_bytes=args.max_code_bytes,
+        max_stdin_bytes=args.max_stdin_bytes,
+        max_files=args.max_files,
+        max_files_bytes=args.max_files_bytes,
+        max_queue=args.max_queue,
+    )
+
+
+def _bench(args: argparse.Namespace) -> int:
+    # The HTTP client stack (httpx) loads for `bench` only, like the server's for `serve`.
+    from agentrl_sandbox.fleet_bench import WORKLOADS, bench_fleet
+    from agentrl_sandbox.fusion_client import SandboxFusionClient
+
+    cfg = dataclasses.replace(_config(args), backend="sandbox_fusion", max_concurrency=args.concurrency)
+    client = SandboxFusionClient(cfg)
+    try:
+        report = bench_fleet(client, WORKLOADS[args.workload], args.calls, args.concurrency)
+    finally:
+        client.close()
+    print(json.dumps({"workload": args.workload, "url": cfg.urls, **report}, indent=2))
+    return 0 if set(report["statuses"]) == {"ok"} else 2
+
+
+def console(argv: Sequence[str] | None = None) -> int:
+    """The ``agentrl-sandbox`` console script."""
+    parser = argparse.ArgumentParser(prog="agentrl-sandbox", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(console())

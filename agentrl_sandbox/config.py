@@ -1,0 +1,86 @@
+"""The sandbox's settings (``agentrl.sandbox`` in a recipe config) and the environment variables that override them.
+
+Environment variables override config values where noted, so one value set for a whole Ray cluster reaches every
+process that runs code (the rollout tool and the code reward alike).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ENV_SANDBOX_URL = "AGENTRL_SANDBOX_URL"  # one endpoint for the tool and the code reward
+ENV_SANDBOX_BACKEND = "AGENTRL_SANDBOX_BACKEND"  # local | sandbox_fusion | subprocess
+ENV_SANDBOX_TOKEN = "AGENTRL_SANDBOX_TOKEN"  # shared token of `sandbox serve --token-file` (client and server)
+ENV_SANDBOX_RUNTIME = "AGENTRL_SANDBOX_RUNTIME"  # the sandbox's own Python packages (default <venv>/agentrl-sandbox)
+ENV_SANDBOX_POOL_SIZE = "AGENTRL_SANDBOX_POOL_SIZE"  # pool_size, shipped to every worker by the recipe's launcher
+ENV_SANDBOX_PROCESSES_PER_NODE = "AGENTRL_SANDBOX_PROCESSES_PER_NODE"  # sandbox-using processes per node (pool sizing)
+
+
+@dataclasses.dataclass
+class SandboxConfig:
+    """``agentrl.sandbox``: where and how model-written code runs (tool calls, code rewards, data prep, eval).
+
+    One block serves the rollout tool and the code reward — never two places. ``AGENTRL_SANDBOX_URL`` (when set)
+    overrides ``url`` and selects the ``sandbox_fusion`` backend; ``AGENTRL_SANDBOX_BACKEND`` overrides ``backend``.
+    """
+
+    backend: str = "local"  # local (bubblewrap pool, default) | sandbox_fusion (HTTP client) | subprocess (debug only)
+    # SandboxFusion-compatible endpoint(s), e.g. http://node:8080, or a list / comma-separated string of several:
+    # the client spreads calls by least outstanding requests and takes failing servers out (backend=sandbox_fusion).
+    url: str | list[str] | tuple[str, ...] | None = None
+    # local pool: runs at once per process. None = this node's CPUs / the sandbox-using processes on it (the launcher
+    # exports both, with this value, to every worker: AGENTRL_SANDBOX_POOL_SIZE / AGENTRL_SANDBOX_PROCESSES_PER_NODE).
+    pool_size: int | None = None
+    timeout_s: float = 30.0  # paper/tool: 30 s per call
+    memory_mb: int = 2048  # paper/tool: 2 GB
+    max_output_bytes: int = 1 << 20  # stdout/stderr kept per stream; the rest is dropped and status says so
+    max_concurrency: int = 64  # in-flight requests per process (client and pool queue)
+    retries: int = 3  # sandbox_fusion client: retries on connection errors / 5xx
+    request_deadline_s: float = 120.0  # sandbox_fusion client: total deadline per call, retries included
+    # sandbox_fusion client, our additions (the paper and the released code had one open server): the shared token of
+    # `agentrl-recipe sandbox serve --token-file`, given here, in `token_file`, or in env AGENTRL_SANDBOX_TOKEN.
+    token: str | None = None
+    token_file: str | None = None
+    health_interval_s: float = 2.0  # how often a server taken out of the fleet is pinged (/v1/ping) to re-admit it
+
+    def __post_init__(self) -> None:
+        if isinstance(self.url, list | tuple):  # OmegaConf lists arrive as lists; a tuple keeps the config hashable
+            self.url = tuple(str(u) for u in self.url)
+
+    @property
+    def urls(self) -> list[str]:
+        """Every server URL (a list, or one comma-separated string), without trailing slashes."""
+        raw = self.url.split(",") if isinstance(self.url, str) else list(self.url or ())
+        return [u.strip().rstrip("/") for u in raw if u.strip()]
+
+    def resolve_token(self) -> str | None:
+        """The shared token: ``token``, else the content of ``token_file`` (stripped), else None."""
+        if self.token:
+            return self.token
+        if self.token_file:
+            token = Path(self.token_file).read_text(encoding="utf-8").strip()
+            if not token:
+                raise ValueError(f"agentrl.sandbox.token_file {self.token_file} is empty")
+            return token
+        return None
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None) -> SandboxConfig:
+        values = dict(values or {})
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(
+                f"unknown key(s) {unknown} in agentrl.sandbox; valid keys: {sorted(f.name for f in dataclasses.fields(cls))}"
+            )
+        return cls(**values).with_env_overrides()
+
+    def with_env_overrides(self) -> SandboxConfig:
+        env_url = os.environ.get(ENV_SANDBOX_URL)
+        backend = os.environ.get(ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if env_url else self.backend)
+        token = os.environ.get(ENV_SANDBOX_TOKEN) or self.token
+        pool_size = int(os.environ.get(ENV_SANDBOX_POOL_SIZE) or 0) or self.pool_size
+        return dataclasses.replace(self, url=env_url or self.url, backend=backend, token=token, pool_size=pool_size)

@@ -1,0 +1,194 @@
+"""``local`` backend (the default): bubblewrap + a pool of warm interpreters, a fresh fork per request.
+
+The host side of :mod:`agentrl_sandbox._zygote`. One ``bwrap`` sandbox per backend instance holds the
+warm interpreters (two tiers, :mod:`~agentrl_sandbox.preload`); requests travel over a unix socket per
+tier (length-prefixed JSON) and each runs in its own freshly forked, namespaced, rlimited, seccomp-filtered process
+(see the zygote's docstring for the process tree). ``pool_size`` runs execute at once; each tier keeps twice as many
+slots so a prepared run is waiting whenever a request arrives.
+
+The sandbox itself (namespaces, binds, uid) is :mod:`~agentrl_sandbox.bwrap`. It FAILS CLOSED: without
+a working bubblewrap, or when the sandbox's packages (numpy, scipy, sympy, pandas, … built for Debian's python3,
+whatever Python the venv runs) are missing or do not import inside it, it raises :class:`SandboxError` naming the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from typing import Any
+
+from agentrl_sandbox import runtime_env
+from agentrl_sandbox.bwrap import (
+    FIX,
+    REPLY_SLACK_S,
+    SANDBOX_PYTHON,
+    SOCKETS,
+    BwrapCommand,
+    encode_request,
+    preflight,
+    read_frame,
+    request,
+    result_from_reply,
+)
+from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE, SandboxConfig
+from agentrl_sandbox.preload import Router, tiers
+from agentrl_sandbox.types import ExecResult, Sandbox, SandboxError
+
+logger = logging.getLogger(__name__)
+
+
+def default_pool_size() -> int:
+    """This node's CPUs shared by the sandbox-using processes on it (the launcher exports their number): 8 agent-loop
+    + 8 reward workers on one 128-core node get 8 runs each, not 128 (~13K processes)."""
+    per_node = int(os.environ.get(ENV_SANDBOX_PROCESSES_PER_NODE) or 1)
+    return max(1, (os.cpu_count() or 1) // max(1, per_node))
+
+
+class LocalSandbox(Sandbox):
+    name = "local"
+
+    def __init__(self, cfg: SandboxConfig) -> None:
+        preflight()  # fail before starting threads when bwrap is plainly missing
+        super().__init__(cfg.timeout_s, cfg.memory_mb)
+        self.cfg = cfg
+        self.pool_size = int(cfg.pool_size or default_pool_size())
+        if self.pool_size < 1:
+            raise ValueError(f"agentrl.sandbox.pool_size must be >= 1, got {cfg.pool_size}")
+        self._sem = asyncio.Semaphore(self.pool_size)
+        self._start_lock = asyncio.Lock()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._cmd: BwrapCommand | None = None
+        self._info: dict[str, Any] = {}
+        self._router = Router(())
+        self.tier_calls = {tier: 0 for tier in SOCKETS}
+        self._stderr_tail: list[str] = []
+        self.restarts = 0
+        try:
+            self.submit(self._start()).result(timeout=180)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"local sandbox failed to start: {type(exc).__name__}: {exc}; {FIX}") from exc
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "pool_size": self.pool_size,
+            "restarts": self.restarts,
+            "tier_calls": dict(self.tier_calls),
+            **self._info,
+        }
+
+    # ------------------------------------------------------------------ lifecycle (on the backend loop)
+    async def _start(self) -> None:
+        light, heavy = tiers()
+        cmd = BwrapCommand(self.cfg, slots=2 * self.pool_size, preload=light, preload_heavy=heavy)
+        self._cmd = cmd
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd.argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **cmd.popen_kwargs()
+            )
+        except OSError as exc:
+            cmd.cleanup()
+            raise SandboxError(f"cannot launch bubblewrap: {exc}; {FIX}") from exc
+        self._proc = proc
+        self._stderr_tail = []
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr(proc))
+        try:
+            ready = await asyncio.wait_for(read_frame(proc.stdout), timeout=120)
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
+            await self._kill()
+            await asyncio.sleep(0.05)
+            detail = " | ".join(self._stderr_tail[-8:]) or repr(exc)
+            raise SandboxError(
+                f"bubblewrap sandbox did not start ({detail}). If bwrap reports a namespace/permission error, "
+                "the kernel forbids unprivileged user namespaces (set sysctl user.max_user_namespaces>0 / "
+                f"kernel.unprivileged_userns_clone=1) or use backend=sandbox_fusion; otherwise {FIX}"
+            ) from exc
+        if not ready.get("ready"):
+            await self._kill()
+            raise SandboxError(f"sandbox interpreter refused to start: {ready.get('error')}")
+        if ready.get("preload_failed"):  # model code would get an ImportError the paper's sandbox never gave
+            await self._kill()
+            failed = "; ".join(f"{name}: {error}" for name, error in ready["preload_failed"].items())
+            raise SandboxError(
+                f"the sandbox's Python ({SANDBOX_PYTHON} {ready.get('python')}) cannot import {failed}; "
+                f"{runtime_env.FIX}"
+            )
+        self._info = {"python": ready.get("python"), "preloaded": ready.get("preloaded", [])}
+        self._router = Router(ready.get("heavy_modules", ()))
+        # Self-test: a real run through the whole chain of each tier, so a broken kernel feature fails here, closed.
+        for tier in SOCKETS:
+            probe = await self._execute_once("print(1+1)", None, 30.0, 512, {}, tier=tier)
+            if probe.status != "ok" or probe.stdout.strip() != "2":
+                await self._kill()
+                detail = probe.message or probe.stderr or " | ".join(self._stderr_tail[-8:])
+                raise SandboxError(f"sandbox self-test failed in the {tier} tier ({probe.status}: {detail}); {FIX}")
+
+    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            text = line.decode("utf-8", "replace").rstrip()
+            self._stderr_tail = [*self._stderr_tail[-31:], text]
+            logger.warning("sandbox: %s", text)
+
+    async def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(proc.wait(), timeout=10)
+        if self._cmd is not None:
+            self._cmd.cleanup()
+            self._cmd = None
+
+    async def _aclose(self) -> None:
+        await self._kill()
+
+    async def _ensure_running(self) -> None:
+        async with self._start_lock:
+            if self._proc is not None and self._proc.returncode is None:
+                return
+            logger.warning("agentrl sandbox: interpreter pool is down (%s); restarting", self._stderr_tail[-1:])
+            await self._kill()
+            self.restarts += 1
+            await self._start()
+
+    # ------------------------------------------------------------------ one request
+    async def _execute(
+        self, code: str, stdin: str | None, timeout_s: float, memory_mb: int, files: dict[str, bytes]
+    ) -> ExecResult:
+        async with self._sem:
+            try:
+                await self._ensure_running()
+            except SandboxError as exc:
+                return ExecResult.infra(str(exc))
+            return await self._execute_once(code, stdin, timeout_s, memory_mb, files)
+
+    async def _execute_once(
+        self,
+        code: str,
+        stdin: str | None,
+        timeout_s: float,
+        memory_mb: int,
+        files: dict[str, bytes],
+        tier: str | None = None,
+    ) -> ExecResult:
+        start = time.monotonic()
+        if self._cmd is None:
+            return ExecResult.infra("sandbox is not running")
+        tier = tier or ("heavy" if self._router.heavy(code) else "light")
+        self.tier_calls[tier] += 1
+        payload = encode_request(code, stdin, timeout_s, memory_mb, files)
+        try:
+            reply = await request(self._cmd.socket_paths[tier], payload, timeout_s + REPLY_SLACK_S)
+        except (OSError, EOFError, asyncio.TimeoutError, ValueError) as exc:
+            return ExecResult.infra(f"sandbox run failed: {type(exc).__name__}: {exc}", time.monotonic() - start)
+        if not self._info.get("isolation"):
+            self._info["isolation"] = reply.get("isolation", {})
+        return result_from_reply(reply, timeout_s, memory_mb, self.cfg.max_output_bytes)

@@ -1,0 +1,125 @@
+"""Code-test encodings of the RL sources → the project's code-test object (CONTRACTS: the LiveCodeBench encoding).
+
+Skywork-OR1/TACO I/O tests ``{"inputs", "outputs", "fn_name"}`` and LeetCode assert harnesses; asserts that cannot be
+expressed as literal calls (helper objects such as ListNode) stay a raw assert harness, graded by running them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from agentrl_recipe.rewards.code.assert_tests import AssertTests
+from data_prep.rows import ConvertError
+
+
+def _test_text(value: Any, *, call_based: bool, what: str) -> str:
+    """One test input/output as the string our code scorer expects (lists of lines / JSON args are joined)."""
+    if isinstance(value, str):
+        return value
+    if call_based:
+        if what == "input" and isinstance(value, list):
+            return "\n".join(json.dumps(v) for v in value)
+        return json.dumps(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value) + ("\n" if value and not value[-1].endswith("\n") else "")
+    if isinstance(value, int | float):
+        return str(value)
+    raise ConvertError(f"reward_model.ground_truth.{what}s", f"cannot use {type(value).__name__} as a test {what}")
+
+
+def io_tests(tests: dict) -> dict[str, Any]:
+    """Skywork/TACO I/O tests → the CONTRACTS code-test object."""
+    inputs, outputs = tests.get("inputs"), tests.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs) or not inputs:
+        raise ConvertError("reward_model.ground_truth", "inputs/outputs must be equal-length non-empty lists")
+    fn_name = tests.get("fn_name") or None
+    call = fn_name is not None
+    return {
+        "inputs": [_test_text(v, call_based=call, what="input") for v in inputs],
+        "outputs": [_test_text(v, call_based=call, what="output") for v in outputs],
+        "fn_name": fn_name,
+    }
+
+
+def _signature_params(content: str, fn_name: str) -> list[str] | None:
+    """Parameter names (without self) of ``def fn_name(self, ...)`` in the problem's starter code, if present."""
+    m = re.search(rf"def\s+{re.escape(fn_name)}\s*\((.*?)\)\s*(->[^:]*)?:", content, re.DOTALL)
+    if not m:
+        return None
+    try:
+        fn = ast.parse(f"def f({m.group(1)}): pass").body[0]
+    except SyntaxError:
+        return None
+    params = [a.arg for a in fn.args.args]  # type: ignore[attr-defined]
+    return params[1:] if params and params[0] == "self" else params
+
+
+def leetcode_assert_tests(tests: dict, content: str) -> dict[str, Any]:
+    """LeetCode assert harness → call-based tests (one JSON value per line per argument, JSON expected output).
+
+    Only ``assert candidate(<literal args>) == <literal>`` converts; helper-object asserts (ListNode, TreeNode, ...)
+    cannot be expressed in the LiveCodeBench encoding and raise (the caller keeps them as raw asserts).
+    """
+    entry = tests.get("entry_point")
+    code = tests.get("test_code")
+    if not isinstance(entry, str) or not isinstance(code, str):
+        raise ConvertError("reward_model.ground_truth", "LeetCode tests need entry_point and test_code strings")
+    fn_name = entry.rsplit(".", 1)[-1]
+    if not fn_name.isidentifier():
+        raise ConvertError("reward_model.ground_truth.entry_point", f"cannot take a method name from {entry!r}")
+    params = _signature_params(content, fn_name)
+    inputs, outputs = [], []
+    for line in code.splitlines()[1:]:
+        stmt = line.strip()
+        if not stmt or stmt.startswith("#"):
+            continue
+        try:
+            node = ast.parse(stmt).body[0]
+            if not (
+                isinstance(node, ast.Assert)
+                and isinstance(node.test, ast.Compare)
+                and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.Eq)
+                and isinstance(node.test.left, ast.Call)
+                and isinstance(node.test.left.func, ast.Name)
+                and node.test.left.func.id == "candidate"
+            ):
+                raise ValueError("not `assert candidate(...) == value`")
+            call = node.test.left
+            args = [ast.literal_eval(a) for a in call.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+            if None in kwargs:
+                raise ValueError("**kwargs")
+            if kwargs:
+                order = params if params is not None else list(kwargs)
+                rest = order[len(args) :]
+                if set(rest) != set(kwargs):
+                    raise ValueError(f"keywords {sorted(kwargs)} do not match the signature {order}")
+                args += [kwargs[name] for name in rest]
+            expected = ast.literal_eval(node.test.comparators[0])
+            inputs.append("\n".join(json.dumps(a) for a in args))
+            outputs.append(json.dumps(expected))
+        except (SyntaxError, ValueError, TypeError, IndexError) as e:
+            raise ConvertError(
+                "reward_model.ground_truth.test_code", f"unconvertible assert {stmt[:100]!r}: {e}"
+            ) from e
+    if not inputs:
+        raise ConvertError("reward_model.ground_truth.test_code", "no assert lines")
+    return {"inputs": inputs, "outputs": outputs, "fn_name": fn_name}
+
+
+def leetcode_assert_tests_or_raw(tests: dict, content: str) -> dict[str, Any]:
+    """Literal asserts → call-based tests; asserts on helper objects (ListNode, TreeNode) stay a raw assert harness,
+    graded as the original did, by running them (agentrl_recipe/rewards/code/assert_tests.py)."""
+    try:
+        return leetcode_assert_tests(tests, content)
+    except ConvertError as literal_error:
+        raw = {k: tests.get(k) for k in ("import_prefix", "test_code", "entry_point")}
+        try:
+            AssertTests.parse(raw)
+        except ValueError as e:
+            raise ConvertError(literal_error.field, f"{literal_error}; as raw asserts: {e}") from e
+        return raw

@@ -1,0 +1,73 @@
+"""The end every SFT command shares: dedup, the check with verl's dataset, and the parquet + rejects + stats + plot.
+
+Used by ``data sft convert`` / ``synthesize`` (:mod:`data_prep.sft_released`) and ``data sft generate``
+(:mod:`data_prep.sft_generate`).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agentrl_recipe.atomic_io import atomic_write_parquet
+from data_prep.sft_format import check_with_verl_dataset
+from data_prep.sink import RowSink
+from data_prep.stats import plot_length_histogram, summarize, write_report
+from data_prep.text import exact_key
+
+
+def trajectory_key(row: dict) -> str:
+    return exact_key(json.dumps(row["messages"], sort_keys=True, ensure_ascii=False))
+
+
+def finish_sft(sink: RowSink, *, tokenizer: str | None, report: dict[str, Any], dedup: bool = True) -> dict[str, Any]:
+    """Dedup, check with verl's dataset (rows it cannot load become rejects), write parquet + rejects + stats."""
+    out = sink.output
+    rows = sink.rows
+    if dedup:
+        seen: set[str] = set()
+        unique = []
+        for row in rows:
+            key = trajectory_key(row)
+            if key not in seen:
+                seen.add(key)
+                unique.append(row)
+        report["duplicates_removed"] = len(rows) - len(unique)
+        rows = unique
+    if tokenizer and rows:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            candidate = Path(tmp) / "candidate.parquet"
+            atomic_write_parquet(candidate, rows)
+            failures = check_with_verl_dataset(candidate, tokenizer)
+        for i, error in sorted(failures.items()):
+            sink.reject(file=str(out), row_no=i, field="messages", error=error, row=rows[i])
+        rows = [r for i, r in enumerate(rows) if i not in failures]
+        report["verl_check"] = {"tokenizer": str(tokenizer), "failed": len(failures), "passed": len(rows)}
+    if not rows:
+        sink.write_rejects()
+        raise SystemExit(f"no valid SFT rows for {out}; see {sink.write_rejects()}")
+    turns = [sum(m["role"] == "assistant" for m in r["messages"]) for r in rows]
+    calls = [sum(len(m.get("tool_calls") or []) for m in r["messages"]) for r in rows]
+    chars = [sum(len(m.get("content") or "") for m in r["messages"]) for r in rows]
+    report.update(
+        rows_written=len(rows),
+        rejected=len(sink.rejects),
+        reject_reasons=sink.reason_counts(),
+        assistant_turns=summarize(turns),
+        tool_calls=summarize(calls),
+        with_tool_calls=sum(c > 0 for c in calls),
+        characters=summarize(chars),
+        rejects_file=str(sink.write_rejects()),
+    )
+    plot_length_histogram(
+        out.with_suffix(".length.png"),
+        {"trajectories": chars},
+        unit="characters",
+        title=f"{out.name}: trajectory length",
+    )
+    write_report(out.with_suffix(".stats.json"), report)
+    atomic_write_parquet(out, rows)
+    return report

@@ -1,0 +1,132 @@
+"""The ids the loop builds turn by turn equal the chat template over the final conversation, tools included.
+
+Run for the Qwen2.5-style template the package ships and a Qwen3-style one (think blocks; tests/agentrl_recipe/agent_loop/
+templates/qwen3_hermes.jinja), through verl's AgentLoopWorker with the real code_interpreter tool. The conversation
+includes a malformed call answered with an error, so the exactness covers the plugin's feedback turns too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from loop_helpers import call, row, with_updates
+from transformers import AutoTokenizer
+
+from agentrl_recipe import names
+from agentrl_recipe.rollout import Rollout
+from agentrl_recipe.tiny_model import chat_template
+from verl_cpu.scripted import ScriptedClient, turns
+from verl_cpu.token_output import ContextLimits
+
+TEMPLATES = Path(__file__).parent / "templates"
+BROKEN = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(6*7)"\n</tool_call>'
+CODE = "x = 6\nprint(x * 7)"
+
+
+def tool_call(code: str) -> dict:
+    return {"type": "function", "function": {"name": names.TOOL_NAME, "arguments": {"code": code}}}
+
+
+def qwen25_case() -> tuple[list[str], list[dict]]:
+    unknown = "Try python.\n" + call("print(6*7)", name="python")  # valid JSON, unknown tool
+    script = ["Let me compute.\n" + call("print(6*7)"), BROKEN, unknown, call(CODE), "The answer is \\boxed{42}."]
+    conversation = [
+        {"role": "assistant", "content": "Let me compute.", "tool_calls": [tool_call("print(6*7)")]},
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": BROKEN},
+        {"role": "tool", "content": None},  # the loop's error message, filled in from the run
+        {"role": "assistant", "content": unknown},
+        {"role": "tool", "content": None},
+        {"role": "assistant", "content": "", "tool_calls": [tool_call(CODE)]},
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": "The answer is \\boxed{42}."},
+    ]
+    return script, conversation
+
+
+def qwen3_case() -> tuple[list[str], list[dict]]:
+    def think(text: str) -> str:
+        return f"<think>\n{text}\n</think>\n\n"
+
+    script = [
+        think("Let me compute.") + call("print(6*7)"),
+        think("Retry.") + BROKEN,
+        think("Again, properly.") + call(CODE),
+        think("It printed 42.") + "The answer is \\boxed{42}.",
+    ]
+    conversation = [
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "Let me compute.",
+            "tool_calls": [tool_call("print(6*7)")],
+        },
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": think("Retry.") + BROKEN},
+        {"role": "tool", "content": None},
+        {"role": "assistant", "content": "", "reasoning_content": "Again, properly.", "tool_calls": [tool_call(CODE)]},
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": think("It printed 42.") + "The answer is \\boxed{42}."},
+    ]
+    return script, conversation
+
+
+CASES = {
+    "qwen25": (chat_template, qwen25_case),
+    "qwen3": (lambda: (TEMPLATES / "qwen3_hermes.jinja").read_text(), qwen3_case),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_incremental_ids_equal_the_rendered_conversation(name, tiny_model_dir, base_cfg):
+    template_fn, case = CASES[name]
+    template = template_fn()
+    script, conversation = case()
+    cfg = with_updates(base_cfg, actor_rollout_ref__model__custom_chat_template=template)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = template
+    client = ScriptedClient(
+        tokenizer, turns(*script), limits=ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
+    )
+    runner = await Rollout.create(cfg, client)
+    result = await runner.run([row("What is 6*7?")], progress=False)
+    (record,) = result.records
+    n_malformed = sum(1 for m in conversation if m["role"] == "tool" and m["content"] is None)
+    assert record.termination == "answer" and record.tool_calls == 2
+    assert record.malformed_tool_calls == n_malformed
+
+    schemas = [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for t in runner.worker.tools]
+    prompt = row("What is 6*7?")["prompt"]
+    assert record.messages[4]["content"].startswith("Error: the tool call is not valid JSON")
+    for index, message in enumerate(conversation):
+        if message["role"] == "tool" and message["content"] is None:  # the loop's error messages, from the run
+            assert record.messages[index + 1]["content"].startswith("Error:")
+            message["content"] = record.messages[index + 1]["content"]
+
+    def render(messages: list[dict], **kwargs) -> list[int]:
+        return list(tokenizer.apply_chat_template(messages, tools=schemas, tokenize=True, return_dict=False, **kwargs))
+
+    assert record.prompt_ids == render(prompt, add_generation_prompt=True)
+    ids = record.prompt_ids + record.response_ids
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    # The conversation render ends with "<|im_end|>\n"; generation stopped at "<|im_end|>".
+    assert ids + newline == render(prompt + conversation)
+    # The conversation the loop recorded renders to the same ids.
+    assert ids + newline == render(record.messages)
+
+    # The mask covers exactly the assistant turns: what the model generated, stop token included, nothing else.
+    generated = [tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id] for text in script]
+    masked = [t for t, m in zip(record.response_ids, record.response_mask, strict=True) if m]
+    assert masked == [t for turn in generated for t in turn]
+    spans, current = [], []
+    for token, mask in zip(record.response_ids, record.response_mask, strict=True):
+        if mask:
+            current.append(token)
+        elif current:
+            spans.append(current)
+            current = []
+    spans.append(current)
+    assert spans == generated  # turn boundaries too, not just the concatenation
+    assert all(lp == -1.0 for lp, m in zip(record.response_logprobs, record.response_mask, strict=True) if m)
+    assert all(lp == 0.0 for lp, m in zip(record.response_logprobs, record.response_mask, strict=True) if not m)

@@ -1,0 +1,50 @@
+"""agentrl.infra_guard: a run whose sandbox fails for too many trajectories stops instead of training on it."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from replay_helpers import B, N, ScriptedRollout, make_buffer  # the scripted rollout on a real TransferQueue
+
+from agentrl_recipe import names
+from agentrl_recipe.algos.dynamic_sampling import AgentRLReplayBuffer
+from agentrl_recipe.algos.infra_guard import InfraFailureRateExceeded, InfraGuard, InfraGuardConfig
+
+FAILED = {names.FIELD_TOOL_INFRA_FAILURE: True}
+GRADER_FAILED = {names.FIELD_GRADER_INFRA_FAILURE: True}
+
+
+def test_window_rate_golden_and_the_stop() -> None:
+    guard = InfraGuard(InfraGuardConfig(max_rate=0.2, window_steps=2, min_trajectories=10))
+    step1 = guard.observe([FAILED] * 1 + [{}] * 9)  # 10%
+    assert step1 == {"training/infra_guard/step_rate": 0.1, "training/infra_guard/window_rate": 0.1}
+    step2 = guard.observe([GRADER_FAILED] * 3 + [{}] * 7)  # window 4/20 = 20%: not above the limit
+    assert step2["training/infra_guard/window_rate"] == pytest.approx(0.2)
+    with pytest.raises(InfraFailureRateExceeded, match=r"agentrl.infra_guard.max_rate=0.2.*enable=false"):
+        guard.observe([FAILED] * 2 + [{}] * 8)  # window = steps 2-3: 5/20 = 25%
+
+
+def test_no_verdict_before_min_trajectories_and_none_when_disabled() -> None:
+    early = InfraGuard(InfraGuardConfig(max_rate=0.1, min_trajectories=8))
+    assert early.observe([FAILED] * 4)["training/infra_guard/window_rate"] == 1.0  # 4 < 8: metrics only
+    off = InfraGuard(InfraGuardConfig(enable=False, min_trajectories=1))
+    assert off.observe([FAILED] * 100)["training/infra_guard/step_rate"] == 1.0
+
+
+def test_config_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_rate"):
+        InfraGuardConfig(max_rate=1.5)
+    with pytest.raises(ValueError, match="unknown key"):
+        InfraGuardConfig.from_dict({"max_ratio": 0.1})
+
+
+def test_replay_buffer_stops_the_run_on_a_broken_sandbox(tq) -> None:
+    """verl's v1 trainer calls our buffer's sample() every step: an all-infra-failure batch raises there."""
+    extra = {(p, s): FAILED for p in range(B) for s in range(N)}
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
+    buffer = make_buffer(AgentRLReplayBuffer, rollout)
+    buffer.settings.infra_guard = InfraGuardConfig(max_rate=0.5, min_trajectories=B * N)
+    rollout.submit(B)
+    with pytest.raises(InfraFailureRateExceeded, match=f"{B * N} of the last {B * N} trajectories"):
+        buffer.sample(global_steps=1, partition_id="train", batch_size=B)

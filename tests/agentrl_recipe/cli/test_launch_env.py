@@ -1,0 +1,61 @@
+"""The environment an RL launch gives every worker: the plugin, the platform, the forwarded variables, the sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from agentrl_recipe import names
+from agentrl_recipe.cli.launch_env import PLUGIN_MODULE, rl_env
+from agentrl_sandbox.config import (
+    ENV_SANDBOX_BACKEND,
+    ENV_SANDBOX_POOL_SIZE,
+    ENV_SANDBOX_PROCESSES_PER_NODE,
+    ENV_SANDBOX_URL,
+)
+from verl_cpu import PLATFORM_ENV
+from verl_cpu import names as cpu_names
+
+
+def cfg(device: str = "cuda", sandbox: dict | None = None, logger: list[str] | None = None):
+    return OmegaConf.create(
+        {
+            "trainer": {"device": device, "nnodes": 2, "logger": logger or ["console"], "default_local_dir": "ck"},
+            "actor_rollout_ref": {"rollout": {"agent": {"num_workers": 8}}},
+            "reward": {"num_workers": 4},
+            "agentrl": {"sandbox": sandbox or {}},
+        }
+    )
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("VERL_USE_EXTERNAL_MODULES", "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", names.ENV_TRACE_DIR):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv(ENV_SANDBOX_BACKEND, raising=False)
+
+
+def test_a_gpu_launch_with_the_local_sandbox() -> None:
+    assert rl_env(cfg(), None) == {
+        "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
+        ENV_SANDBOX_PROCESSES_PER_NODE: "6",  # (8 agent-loop + 4 reward workers) over 2 nodes
+    }
+
+
+def test_cpu_file_logger_forwarded_variables_and_a_remote_sandbox(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "mine," + PLUGIN_MODULE)
+    monkeypatch.setenv(names.ENV_TRACE_DIR, "/tmp/trace")
+    sandbox = {"backend": "sandbox_fusion", "url": "http://config:1", "pool_size": 3}
+    env = rl_env(cfg("cpu", sandbox, ["console", "file"]), None)
+    assert env["VERL_USE_EXTERNAL_MODULES"] == f"mine,{PLUGIN_MODULE}"  # once, after the user's
+    assert env[PLATFORM_ENV] == cpu_names.PLATFORM
+    assert env["VERL_FILE_LOGGER_ROOT"] == str(tmp_path / "ck")
+    assert env[names.ENV_TRACE_DIR] == "/tmp/trace"
+    assert (env[ENV_SANDBOX_URL], env[ENV_SANDBOX_BACKEND]) == ("http://config:1", "sandbox_fusion")
+    assert env[ENV_SANDBOX_POOL_SIZE] == "3"
+    assert rl_env(cfg(sandbox=sandbox), "http://flag:2")[ENV_SANDBOX_URL] == "http://flag:2"  # SANDBOX_URL= wins

@@ -1,0 +1,71 @@
+"""The eval protocol on the recipe's verl config, and the client each backend gets (no model, no server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentrl_recipe.eval import EvalConfig
+from agentrl_recipe.eval.sampling import compose_eval_config, make_client
+
+
+def test_protocol_lands_in_the_composed_verl_config(tiny_model_dir: Path, tmp_path: Path) -> None:
+    cfg = EvalConfig(
+        model=str(tiny_model_dir),
+        data=["x.parquet"],
+        out_dir=str(tmp_path),
+        n_samples=5,
+        temperature=0.8,
+        top_p=0.7,
+        max_prompt_length=1000,
+        max_response_length=3000,
+        max_assistant_turns=4,
+        max_user_turns=5,
+        max_tool_response_length=128,
+        tool_timeout_s=7.0,
+        overrides=["actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=left"],
+    )
+    verl_cfg = compose_eval_config(cfg)
+    rollout = verl_cfg.actor_rollout_ref.rollout
+    assert (rollout.val_kwargs.n, rollout.val_kwargs.temperature, rollout.val_kwargs.top_p) == (5, 0.8, 0.7)
+    assert rollout.val_kwargs.do_sample is True and rollout.val_kwargs.top_k == -1
+    assert (rollout.prompt_length, rollout.response_length) == (1000, 3000)
+    mt = rollout.multi_turn
+    assert (mt.max_assistant_turns, mt.max_user_turns, mt.max_tool_response_length) == (4, 5, 128)
+    assert mt.max_parallel_calls == 1 and mt.tool_response_truncate_side == "left"
+    tool_yaml = Path(mt.tool_config_path)  # the recipe's tool YAML with the protocol's timeout, in the run folder
+    assert tool_yaml.parent == tmp_path
+    from omegaconf import OmegaConf
+
+    tool = OmegaConf.load(tool_yaml).tools[0]
+    assert tool.class_name == "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool"
+    assert tool.config.timeout_s == 7.0 and tool.config.memory_mb == 2048
+    assert rollout.agent.default_agent_loop == "agentrl_tool_agent"  # the training loop, not verl's tool_agent
+
+
+def test_paper_defaults_match_the_recipe_validation_settings(tiny_model_dir: Path, tmp_path: Path) -> None:
+    verl_cfg = compose_eval_config(EvalConfig(model=str(tiny_model_dir), data=["x"], out_dir=str(tmp_path)))
+    rollout = verl_cfg.actor_rollout_ref.rollout
+    assert (rollout.val_kwargs.n, rollout.val_kwargs.temperature, rollout.val_kwargs.top_p) == (32, 1.0, 0.6)
+    assert (rollout.prompt_length, rollout.response_length) == (4096, 20480)
+    assert (rollout.multi_turn.max_assistant_turns, rollout.multi_turn.max_tool_response_length) == (16, 256)
+
+
+def test_openai_backend_client(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl_recipe.openai_client import OpenAICompletionsClient
+
+    cfg = EvalConfig(
+        model=str(tiny_model_dir),
+        data=["x"],
+        out_dir=str(tmp_path),
+        backend="openai",
+        server_url="http://gpu-node:8000/v1",
+        served_model_name="demyagent",
+    )
+    client = make_client(cfg, compose_eval_config(cfg))
+    assert isinstance(client, OpenAICompletionsClient) and client.model == "demyagent"
+    payload = client.request_payload([1, 2, 3], {"temperature": 1.0, "top_p": 0.6, "top_k": -1})
+    assert payload["max_tokens"] == 20480 and payload["top_p"] == 0.6 and payload["prompt"] == [1, 2, 3]
+    with pytest.raises(ValueError, match="needs server_url"):
+        EvalConfig(model="m", data=["x"], out_dir="o", backend="openai")

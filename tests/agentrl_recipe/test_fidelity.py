@@ -1,0 +1,52 @@
+"""The fidelity table (agentrl_recipe/fidelity.py) against the composed paper-run config and README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from agentrl_recipe import compat, fidelity
+from agentrl_recipe.agent_loop.settings import AgentLoopSettings
+from agentrl_recipe.cli.configs import compose
+from agentrl_recipe.rewards.manager import RewardKwargs
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def paper_cfg():
+    cfg, _ = compose(fidelity.CONFIG)
+    return cfg
+
+
+def resolved(cfg, name: str):
+    if name == "malformed_call_feedback":
+        return AgentLoopSettings.from_trainer_config(cfg).malformed_call_feedback
+    if name in ("auto_print", "failure_reply"):  # the tool YAML leaves them null: the trainer's compat decides
+        return compat.default(name, None, compat.mode_of(cfg))
+    return getattr(RewardKwargs.from_trainer_config(cfg), name)
+
+
+@pytest.mark.parametrize("row", fidelity.ROWS, ids=[r.key for r in fidelity.ROWS])
+def test_every_row_matches_the_composed_paper_config(paper_cfg, row) -> None:
+    if row.key.startswith("resolved:"):
+        actual = resolved(paper_cfg, row.key.removeprefix("resolved:"))
+    else:
+        actual = OmegaConf.select(paper_cfg, row.key, throw_on_missing=True)
+    assert actual == row.ours, f"{row.key}: config has {actual!r}, the fidelity table says {row.ours!r}"
+    assert row.why or str(row.ours) in row.released or row.released.startswith(("set,", "unset")) or row.paper
+
+
+def test_fixed_sibling_differs_only_in_compat() -> None:
+    fixed, _ = compose(fidelity.CONFIG + "_fixed")
+    assert RewardKwargs.from_trainer_config(fixed).tool_bonus == "paper"
+    assert AgentLoopSettings.from_trainer_config(fixed).malformed_call_feedback is True
+
+
+def test_readme_table_is_the_rendering() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert fidelity.README_START in text and fidelity.README_END in text, "README lacks the fidelity table markers"
+    body = text.split(fidelity.README_START, 1)[1].split(fidelity.README_END, 1)[0].strip()
+    assert body == fidelity.render(), "README's fidelity table is stale: paste agentrl_recipe.fidelity.render()"

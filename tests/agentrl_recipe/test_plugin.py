@@ -1,0 +1,196 @@
+"""The plugin is visible to verl the way verl loads it: entry point, fresh process, Ray worker, opt-out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentrl_recipe import names
+
+# Prints, as JSON, which of our names each verl registry holds after a plain `import verl`.
+REGISTRY_PROBE = textwrap.dedent(
+    """
+    import json
+    import verl  # noqa: F401  (loads verl.plugins entry points)
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+    from verl.plugin.platform import PlatformRegistry
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+    from verl.checkpoint_engine.base import CheckpointEngineRegistry
+    from agentrl_recipe import names
+
+    def replica_registered(name):
+        try:
+            RolloutReplicaRegistry.get(name)
+            return True
+        except ValueError:
+            return False
+
+    def checkpoint_engine_registered(name):
+        # the class verl builds for checkpoint_engine.backend=name (CheckpointEngineRegistry.new), ours
+        try:
+            engine = CheckpointEngineRegistry.get(name)
+        except ValueError:
+            return False
+        return engine.__module__ == "verl_cpu.checkpoint_engine"
+
+    def seen():
+        return {
+            "agent_loop": names.AGENT_LOOP in _agent_loop_registry,
+            "reward_manager": names.REWARD_MANAGER in REWARD_MANAGER,
+            "policy_loss": names.POLICY_LOSS in POLICY_LOSS_REGISTRY,
+            "adv_estimator": names.ADV_ESTIMATOR in ADV_ESTIMATOR_REGISTRY,
+            "platform": PlatformRegistry.get(cpu_names.PLATFORM) is not None,
+            "rollout_replica": replica_registered(cpu_names.ROLLOUT_REPLICA),
+            "checkpoint_engine": checkpoint_engine_registered(cpu_names.CHECKPOINT_ENGINE),
+        }
+    """
+)
+
+
+def _run(code: str, env: dict[str, str] | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_every_registered_name_has_the_prefix() -> None:
+    assert all(name.startswith("agentrl_") for name in names.REGISTERED.values())
+    assert len(set(names.REGISTERED.values())) == len(names.REGISTERED)
+
+
+def test_doctor_looks_every_registered_kind_up_in_a_verl_registry() -> None:
+    import importlib
+
+    from agentrl_recipe.cli import doctor
+
+    importlib.import_module("agentrl_recipe.plugin")  # registers, as verl's entry point does
+    assert set(doctor.REGISTRIES) == set(names.REGISTERED)
+    for kind, name in names.REGISTERED.items():
+        assert doctor._registry_entry(kind, name) is not None, (kind, name, doctor.REGISTRIES[kind])
+        assert doctor._registry_entry(kind, "agentrl_no_such_name") is None, kind
+
+
+def test_plain_import_verl_registers_every_name() -> None:
+    proc = _run(REGISTRY_PROBE + "print('@@' + json.dumps(seen()))")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.rsplit("@@", 1)[1])
+    assert seen == dict.fromkeys(names.REGISTERED, True), proc.stderr[-3000:]
+
+
+def test_plugin_opt_out_env_var_disables_registration() -> None:
+    proc = _run(REGISTRY_PROBE + "print('@@' + json.dumps(seen()))", env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, False)
+
+
+def test_names_are_registered_inside_a_ray_worker() -> None:
+    code = REGISTRY_PROBE + textwrap.dedent(
+        """
+        import ray
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        try:
+            @ray.remote
+            def in_worker():
+                import verl  # noqa: F401
+                return seen()
+            print("@@" + json.dumps(ray.get(in_worker.remote(), timeout=240)))
+        finally:
+            ray.shutdown()
+        """
+    )
+    proc = _run(code, env={"RAY_AUTH_MODE": "disabled"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, True)
+
+
+def test_plugin_import_logs_what_it_registered() -> None:
+    code = "import logging; logging.basicConfig(level=logging.INFO); import verl"
+    proc = _run(code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(ln for ln in proc.stderr.splitlines() if "agentrl_recipe registered:" in ln)
+    for name in names.REGISTERED.values():
+        assert name in line
+
+
+def test_doctor_json_reports_versions_and_names(agentrl_cache: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentrl_recipe.cli", "doctor", "--json"], capture_output=True, text=True, timeout=300
+    )
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0, report["problems"]
+    assert report["ok"] is True and report["problems"] == []
+    assert report["verl_version"] == "0.9.1"
+    assert report["plugin_loaded_by_verl"] is True
+    for kind, name in names.REGISTERED.items():
+        assert report["registered"][kind] == {**report["registered"][kind], "name": name, "registered": True}
+        assert report["registered"][kind]["importable"] is True
+    engine = report["registered"]["checkpoint_engine"]
+    assert engine["target"] == "verl_cpu.checkpoint_engine.RayObjectStoreCheckpointEngine"
+    assert any(t["class_name"] == names.TOOL_CLASS and t["resolvable"] for t in report["tools"])
+    assert report["sandbox"]["ok"] is True
+    assert "cuda_available" in report["hardware"]
+
+
+@pytest.fixture
+def broken_plugin_path(tmp_path: Path) -> Path:
+    """A sitecustomize that makes one of the plugin's imports fail, as a missing dependency would."""
+    (tmp_path / "sitecustomize.py").write_text(
+        textwrap.dedent(
+            """
+            import sys
+            class _Broken:
+                def find_spec(self, name, path=None, target=None):
+                    if name == "agentrl_recipe.algos.losses":
+                        raise ImportError("simulated: a dependency of agentrl_recipe.algos.losses is missing")
+                    return None
+            sys.meta_path.insert(0, _Broken())
+            """
+        )
+    )
+    return tmp_path
+
+
+def test_doctor_reports_a_broken_plugin_and_exits_nonzero(broken_plugin_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{broken_plugin_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentrl_recipe.cli", "doctor", "--json", "--skip-sandbox"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["plugin_loaded_by_verl"] is False
+    assert "simulated: a dependency" in report["plugin_error"]
+    assert any("fails to import" in p for p in report["problems"])
+    assert report["registered"]["policy_loss"]["registered"] is False
+
+
+@pytest.mark.parametrize(
+    "first_import",
+    [
+        "agentrl_recipe.rewards.scoring",
+        "agentrl_recipe.rewards.manager",
+        "agentrl_recipe.algos.losses",
+        "agentrl_recipe.config",
+    ],
+)
+def test_importing_a_plugin_module_before_verl_still_registers_everything(first_import: str) -> None:
+    # The plugin imports these modules while verl loads it; importing one of them first must not leave it
+    # half-initialised when the plugin needs it (see agentrl_recipe/rewards/__init__.py).
+    proc = _run(f"import {first_import}\n" + REGISTRY_PROBE + "print('@@' + json.dumps(seen()))")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, True), proc.stderr[-3000:]

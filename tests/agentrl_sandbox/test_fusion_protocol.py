@@ -1,0 +1,194 @@
+"""The SandboxFusion /run_code protocol: our server (on the local pool), our client, SandboxFusion's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from sandbox_test_helpers import serve
+
+from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox.fusion_client import SandboxFusionClient
+from agentrl_sandbox.protocol import response_from_result, result_from_response
+from agentrl_sandbox.server import create_app
+from agentrl_sandbox.types import ExecResult
+
+
+@pytest.fixture(scope="module")
+def server_url(pool):
+    with serve(create_app(pool)) as url:
+        yield url
+
+
+def client(url: str, **kw) -> SandboxFusionClient:
+    return SandboxFusionClient(SandboxConfig(backend="sandbox_fusion", url=url, **kw))
+
+
+def test_round_trip_every_status(server_url):
+    c = client(server_url)
+    try:
+        cases = {
+            "ok": ("print(input()[::-1])", {"stdin": "abc\n"}),
+            "runtime_error": ("raise SystemExit(3)", {}),
+            "timeout": ("while True: pass", {"timeout_s": 1}),
+            "memory_exceeded": ("x = bytearray(8 << 30)", {"memory_mb": 256}),
+            "output_truncated": ("print('x' * (3 << 20))", {}),
+        }
+        for expected, (code, kw) in cases.items():
+            res = c.run(code, **kw)
+            assert res.status == expected, (expected, res)
+        assert c.run("print(open('d/in.txt').read())", files={"d/in.txt": b"payload"}).stdout == "payload\n"
+        assert c.run("print(input()[::-1])", stdin="abc\n").stdout == "cba\n"
+        assert c.run("raise SystemExit(3)").exit_code == 3
+    finally:
+        c.close()
+
+
+def test_sandbox_fusion_own_client_works_against_our_server(server_url):
+    sandbox_fusion = pytest.importorskip("sandbox_fusion")  # pinned in the `test` extra
+    req = sandbox_fusion.RunCodeRequest(
+        code="import sys\nprint(sum(map(int, sys.stdin.read().split())))", language="python", stdin="1 2 3"
+    )
+    resp = sandbox_fusion.run_code(req, endpoint=server_url, max_attempts=1)
+    assert resp.status == sandbox_fusion.RunStatus.Success
+    assert resp.run_result.status == sandbox_fusion.CommandRunStatus.Finished
+    assert resp.run_result.return_code == 0 and resp.run_result.stdout == "6\n"
+    failed = sandbox_fusion.run_code(
+        sandbox_fusion.RunCodeRequest(code="1/0", language="python"), endpoint=server_url, max_attempts=1
+    )
+    assert failed.status == sandbox_fusion.RunStatus.Failed and failed.run_result.return_code == 1
+    assert "ZeroDivisionError" in failed.run_result.stderr
+    tle = sandbox_fusion.run_code(
+        sandbox_fusion.RunCodeRequest(code="import time; time.sleep(30)", language="python", run_timeout=1),
+        endpoint=server_url,
+        max_attempts=1,
+    )
+    assert tle.status == sandbox_fusion.RunStatus.Failed
+    assert tle.run_result.status == sandbox_fusion.CommandRunStatus.TimeLimitExceeded
+    # The summary helper SandboxFusion users call accepts our responses.
+    mapping = sandbox_fusion.SummaryMapping(Success="pass", Failed="fail", RunFailed="error", RunTimeout="tle")
+    assert sandbox_fusion.summary_run_code_result(resp, mapping) == "pass"
+    assert sandbox_fusion.summary_run_code_result(failed, mapping) == "error"
+    assert sandbox_fusion.summary_run_code_result(tle, mapping) == "tle"
+
+
+def test_server_rejects_what_it_cannot_run(server_url):
+    import httpx
+
+    r = httpx.post(f"{server_url}/run_code", json={"code": "int main(){}", "language": "cpp"})
+    assert r.status_code == 400 and "not supported" in r.text
+    r = httpx.post(f"{server_url}/run_code", json={"code": "print(1)", "language": "python", "files": {"../x": ""}})
+    assert r.status_code == 400
+    assert httpx.get(f"{server_url}/v1/ping").json() == "pong"
+
+
+def test_1024_concurrent_calls_all_answered(server_url):
+    c = client(server_url, max_concurrency=1024, request_deadline_s=600.0)
+
+    async def burst():
+        return await asyncio.gather(*(c.arun(f"print({i} * 3)", timeout_s=30) for i in range(1024)))
+
+    try:
+        results = asyncio.run(burst())
+    finally:
+        c.close()
+    assert len(results) == 1024
+    bad = [(i, r.status, r.message) for i, r in enumerate(results) if r.status != "ok" or r.stdout != f"{i * 3}\n"]
+    assert not bad, bad[:5]
+
+
+def test_server_down_gives_infra_error_after_retries():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens here
+    c = client(f"http://127.0.0.1:{port}", retries=2)
+    try:
+        start = time.monotonic()
+        res = c.run("print(1)")
+        assert res.status == "infra_error" and "3 attempt(s)" in res.message, res
+        assert c.stats["retries"] == 2 and c.stats["gave_up"] == 1
+        assert time.monotonic() - start < 10
+    finally:
+        c.close()
+
+
+def test_5xx_is_retried_then_succeeds_and_total_deadline_is_respected():
+    calls = {"n": 0}
+    app = FastAPI()
+
+    @app.post("/run_code")
+    async def flaky(body: dict):
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            return JSONResponse({"detail": "overloaded"}, status_code=503)
+        return response_from_result(ExecResult("ok", stdout="fine\n", exit_code=0, duration_s=0.01))
+
+    with serve(app) as url:
+        c = client(url, retries=3)
+        try:
+            res = c.run("print(1)")
+            assert res.status == "ok" and res.stdout == "fine\n" and calls["n"] == 3
+        finally:
+            c.close()
+
+    app500 = FastAPI()
+
+    @app500.post("/run_code")
+    async def broken(body: dict):
+        return JSONResponse({"detail": "boom"}, status_code=500)
+
+    with serve(app500) as url:
+        c = client(url, retries=1000, request_deadline_s=1.0)
+        try:
+            start = time.monotonic()
+            res = c.run("print(1)", timeout_s=0.5)
+            elapsed = time.monotonic() - start
+            assert res.status == "infra_error" and "HTTP 500" in res.message, res
+            assert elapsed < 2.5 + 1.5  # the deadline is max(request_deadline_s, timeout + 2 s)
+            assert c.stats["retries"] < 1000
+        finally:
+            c.close()
+
+
+def test_sandbox_error_and_real_sandbox_fusion_responses_map_to_our_statuses():
+    assert result_from_response({"status": "SandboxError", "message": "pod died"}, 0.1).status == "infra_error"
+    real_tle = {
+        "status": "Failed",
+        "message": "",
+        "run_result": {
+            "status": "TimeLimitExceeded",
+            "execution_time": 10.0,
+            "return_code": None,
+            "stdout": "",
+            "stderr": "",
+        },
+    }
+    assert result_from_response(real_tle, 10.0).status == "timeout"
+    real_mem = {
+        "status": "Failed",
+        "message": "",
+        "run_result": {
+            "status": "Finished",
+            "execution_time": 0.1,
+            "return_code": 1,
+            "stdout": "",
+            "stderr": "Traceback (most recent call last):\n  ...\nMemoryError\n",
+        },
+    }
+    assert result_from_response(real_mem, 0.1).status == "memory_exceeded"
+    real_ok = {
+        "status": "Success",
+        "message": "",
+        "run_result": {"status": "Finished", "return_code": 0, "stdout": "1\n"},
+    }
+    res = result_from_response(real_ok, 0.2)
+    assert res.status == "ok" and res.stdout == "1\n" and res.exit_code == 0
+    assert result_from_response({"status": "Weird"}, 0.0).status == "infra_error"
+    for status in ("ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated", "infra_error"):
+        original = ExecResult(status, stdout="o", stderr="e", exit_code=0 if status == "ok" else None, duration_s=0.5)
+        assert result_from_response(response_from_result(original), 0.0).status == status

@@ -1,0 +1,109 @@
+"""``sandbox serve``'s guard, on the real local pool: token (401), size limits (413), bounded queue (503 + Retry-After
+and our client's back-off), Prometheus ``/metrics``; SandboxFusion's own client still works when no token is set."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sandbox_test_helpers import serve
+
+from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox.fusion_client import SandboxFusionClient
+from agentrl_sandbox.guard import ServerLimits
+from agentrl_sandbox.server import create_app
+
+TOKEN = "t0k3n-for-tests"
+
+
+@pytest.fixture(scope="module")
+def guarded_url(pool):
+    limits = ServerLimits(token=TOKEN, max_body_bytes=64 << 10, max_code_bytes=4 << 10, max_stdin_bytes=8 << 10)
+    with serve(create_app(pool, limits=limits)) as url:
+        yield url
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_missing_or_wrong_token_is_401_and_the_right_one_runs(guarded_url):
+    body = {"code": "print(6 * 7)", "language": "python"}
+    assert httpx.post(f"{guarded_url}/run_code", json=body).status_code == 401
+    wrong = httpx.post(f"{guarded_url}/run_code", json=body, headers=auth("nope"))
+    assert wrong.status_code == 401 and "token" in wrong.json()["detail"]
+    assert httpx.get(f"{guarded_url}/metrics").status_code == 401
+    assert httpx.get(f"{guarded_url}/v1/ping").json() == "pong"  # the liveness probe stays open
+    ok = httpx.post(f"{guarded_url}/run_code", json=body, headers=auth())
+    assert ok.status_code == 200 and ok.json()["run_result"]["stdout"] == "42\n"
+    c = SandboxFusionClient(SandboxConfig(backend="sandbox_fusion", url=guarded_url, token=TOKEN))
+    bad = SandboxFusionClient(SandboxConfig(backend="sandbox_fusion", url=guarded_url, token="nope", retries=5))
+    try:
+        assert c.run("print(1)").stdout == "1\n"
+        res = bad.run("print(1)")
+        assert res.status == "infra_error" and "HTTP 401" in res.message and bad.stats["retries"] == 0, res
+    finally:
+        c.close()
+        bad.close()
+
+
+def test_oversized_body_and_fields_are_413_with_the_limit_named(guarded_url):
+    huge = httpx.post(f"{guarded_url}/run_code", json={"code": "x" * (100 << 10)}, headers=auth())
+    assert huge.status_code == 413 and "--max-body-bytes" in huge.json()["detail"]
+    code = httpx.post(f"{guarded_url}/run_code", json={"code": "#" * (5 << 10)}, headers=auth())
+    assert code.status_code == 413 and "code is 5120" in code.json()["detail"]
+    stdin = httpx.post(f"{guarded_url}/run_code", json={"code": "1", "stdin": "y" * (9 << 10)}, headers=auth())
+    assert stdin.status_code == 413 and "--max-stdin-bytes" in stdin.json()["detail"]
+
+    def chunks():  # no Content-Length: the guard counts while reading
+        for _ in range(100):
+            yield b" " * 1024
+
+    streamed = httpx.post(f"{guarded_url}/run_code", content=chunks(), headers=auth())
+    assert streamed.status_code == 413
+
+
+def test_full_queue_is_503_with_retry_after_and_the_client_backs_off(pool):
+    limits = ServerLimits(max_queue=0, retry_after_s=1)
+    with serve(create_app(pool, limits=limits, capacity=1)) as url:
+        slow = "import time; time.sleep(0.6); print('slow')"
+
+        async def probe() -> httpx.Response:
+            async with httpx.AsyncClient() as http:
+                first = asyncio.ensure_future(http.post(f"{url}/run_code", json={"code": slow}, timeout=30))
+                await asyncio.sleep(0.3)  # the first is running: capacity 1, no queue
+                second = await http.post(f"{url}/run_code", json={"code": "print(2)"}, timeout=30)
+                assert (await first).status_code == 200
+                return second
+
+        rejected = asyncio.run(probe())
+        assert rejected.status_code == 503 and rejected.headers["retry-after"] == "1"
+        c = SandboxFusionClient(SandboxConfig(backend="sandbox_fusion", url=url, max_concurrency=3, retries=0))
+        try:
+
+            async def burst():
+                return await asyncio.gather(*(c.arun(f"import time; time.sleep(0.2); print({i})") for i in range(3)))
+
+            results = asyncio.run(burst())
+        finally:
+            c.close()
+        assert [r.stdout for r in results] == ["0\n", "1\n", "2\n"], results
+        assert c.stats["busy"] > 0 and c.stats["gave_up"] == 0  # 503s waited out, no retry used
+
+
+def test_metrics_parse_as_prometheus_text(guarded_url):
+    httpx.post(f"{guarded_url}/run_code", json={"code": "raise SystemExit(1)"}, headers=auth())
+    resp = httpx.get(f"{guarded_url}/metrics", headers=auth())
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(resp.text)}
+    calls = {s.labels["status"]: s.value for s in families["agentrl_sandbox_calls"].samples}
+    assert calls.get("runtime_error", 0) >= 1 and calls.get("ok", 0) >= 1
+    rejected = {s.labels["reason"] for s in families["agentrl_sandbox_rejected"].samples}
+    assert "unauthorized" in rejected
+    assert families["agentrl_sandbox_queue_depth"].samples[0].value == 0
+    histogram = families["agentrl_sandbox_request_seconds"].samples
+    count = next(s.value for s in histogram if s.name.endswith("_count"))
+    inf = next(s.value for s in histogram if s.labels.get("le") == "+Inf")
+    assert count == inf == sum(calls.values())

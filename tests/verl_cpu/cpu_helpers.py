@@ -1,0 +1,21 @@
+"""Run Python in a fresh process with or without the CPU platform selected (verl's platform is a process singleton)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from verl_cpu import names
+
+
+def run_probe(code: str, *, cpu: bool = True, extra_env: dict[str, str] | None = None, timeout: int = 240) -> dict:
+    """Run ``code`` (which prints one JSON line after ``@@``) in a fresh interpreter; returns that JSON."""
+    env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
+    if cpu:
+        env["VERL_PLATFORM"] = names.PLATFORM
+    env.update(extra_env or {})
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.rsplit("@@", 1)[1])

@@ -1,0 +1,13 @@
+"""Every name verl_cpu registers with verl. Each carries the ``agentrl_`` prefix: verl's registries are flat."""
+
+PLATFORM = "agentrl_cpu"  # verl.plugin.platform.PlatformRegistry; selected with VERL_PLATFORM=agentrl_cpu
+ROLLOUT_REPLICA = "agentrl_hf"  # verl RolloutReplicaRegistry + rollout class registry (actor_rollout_ref.rollout.name)
+# verl CheckpointEngineRegistry (actor_rollout_ref.rollout.checkpoint_engine.backend): weights to a standalone rollout
+# through Ray's object store (verl_cpu/checkpoint_engine.py)
+CHECKPOINT_ENGINE = "agentrl_ray"
+
+REGISTERED = {
+    "platform": PLATFORM,
+    "rollout_replica": ROLLOUT_REPLICA,
+    "checkpoint_engine": CHECKPOINT_ENGINE,
+}
