@@ -4,9 +4,11 @@
 verl 0.9.1's v1 trainer logs whatever metrics its replay buffer returns from ``sample``; our buffer
 (:class:`agentrl_recipe.algos.sampler.AgentRLReplayBuffer`) calls :func:`step_metrics` on every sampled batch, so
 tool latency p50/p99, failure kinds, turns, void turns and per-source reward reach wandb/tensorboard with no
-trainer fork. Both halves reuse the functions eval and tests use (one definition of each metric): tool use is
-:func:`agentrl_recipe.agent_loop.tool_use.tool_use_stats`, named here for the tracker. No agent loop, no reward manager:
-``core/algos`` imports this module.
+trainer fork. Each part reuses the functions eval and tests use (one definition of each metric): tool use is
+:func:`agentrl_recipe.agent_loop.tool_use.tool_use_stats`, named here for the tracker; sandbox servers and rewards are
+computed where their data is defined (:func:`agentrl_recipe.sandbox_routes.server_metrics`,
+:func:`agentrl_recipe.rewards.step_metrics.reward_metrics`), and :func:`step_metrics` is the one call the buffer makes.
+No agent loop, no reward manager: ``agentrl_recipe.algos`` imports this module.
 """
 
 from __future__ import annotations

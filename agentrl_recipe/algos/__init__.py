@@ -4,9 +4,9 @@
 - :mod:`.advantages` — advantage estimator ``agentrl_grpo`` (GRPO whose group statistics skip masked trajectories);
 - :mod:`.masking` — trajectory masks (``agentrl.masks``), the switches and the per-batch mask computation;
 - :mod:`.roc` — rStar2-Agent's Resample-on-Correct; :mod:`.infra_guard` — stop a run whose sandbox keeps failing;
-- :mod:`.sampler` — the v1 replay buffers verl loads by that path (re-exported from :mod:`.sampler_config`,
-  :mod:`.batch_masking`, :mod:`.dynamic_sampling`, :mod:`.async_sampler`), which apply the masks and cap DAPO dynamic
-  sampling. verl's private replay-buffer members are reached only through :mod:`agentrl_recipe.verl_adapters`.
+- :mod:`.sampler` — the v1 replay buffers verl loads by that path, their settings and config check: they apply the
+  masks (and RoC) to each sampled batch and cap DAPO dynamic sampling. verl's private replay-buffer members are
+  reached only through :mod:`agentrl_recipe.verl_adapters`.
 
 Registration happens only in :mod:`agentrl_recipe.plugin`. ``agentrl_recipe.config`` resolves
 :class:`.masking.MaskConfig` lazily, so this package may import verl.

@@ -4,53 +4,540 @@ verl 0.9.1's v1 trainer (``trainer.use_v1=true``, the default) samples every tra
 :class:`verl.trainer.ppo.v1.replay_buffer.ReplayBuffer` and lets a config swap in a subclass
 (``trainer.v1.sampler.custom_sampler.{path,name}``) — the one plugin hook that sees a whole batch, with the agent
 loop's ``extra_fields`` and the reward's ``reward_extra_info``, *before* old-log-prob, advantage and actor update.
-verl loads the class as ``getattr(import_module(path), name)``, so this module is the stable path configs name; the
-classes live in:
+verl loads the class as ``getattr(import_module(path), name)``. This module holds:
 
-- :mod:`.sampler_config` — :class:`SamplerSettings` (the ``sampler_kwargs``) and :func:`check_trainer_config`;
-- :mod:`.batch_masking` — trajectory masks and RoC on the sampled batch, in TransferQueue (both buffers);
-- :mod:`.dynamic_sampling` — :class:`AgentRLReplayBuffer`, the sync buffer with the ``max_num_gen_batches`` cap;
-- :mod:`.async_sampler` — :class:`AgentRLReplayBufferAsync`, for the async trainer modes.
+- :class:`SamplerSettings` (the ``sampler_kwargs``) and :func:`check_trainer_config` (``configs check``);
+- :class:`MaskingMixin` — trajectory masks, RoC and the infra guard on the sampled batch, in TransferQueue;
+- :class:`AgentRLReplayBuffer` — the sync buffer, with the ``max_num_gen_batches`` cap on dynamic sampling;
+- :class:`AgentRLReplayBufferAsync` — the async buffer, for the ``*_async`` trainer modes.
 
-Config (the shipped ``verl_configs/recipe/grpo_tcr.yaml`` wires it; values are interpolated from their one home)::
+Config (the shipped ``verl_configs/recipe/grpo_tcr.yaml`` wires it; values are interpolated from their one home,
+:data:`WIRING`; a missing one is an error, since an unwired switch would silently do nothing)::
 
     trainer.v1.sampler.custom_sampler.path: pkg://agentrl_recipe.algos.sampler
     trainer.v1.sampler.custom_sampler.name: AgentRLReplayBuffer      # AgentRLReplayBufferAsync for *_async modes
     trainer.v1.sampler.sampler_kwargs:
       masks: ${agentrl.masks}                              # agentrl.masks.* switches (MaskConfig)
       roc: ${agentrl.roc}                                  # optional: agentrl.roc.* (rStar2 RoC, RoCConfig)
-      filter_groups: ${algorithm.filter_groups}            # verl's FilterGroupsConfig (see .dynamic_sampling)
+      filter_groups: ${algorithm.filter_groups}            # verl's FilterGroupsConfig (dynamic sampling, below)
       train_batch_size: ${data.train_batch_size}
       max_response_length: ${data.max_response_length}     # for agentrl.masks.overlong_filter
       sync_refill_failed_groups: ${trainer.v1.sampler.sync_refill_failed_groups}
 
-Step metrics: ``training/filter_groups/*`` next to verl's ``training/filter_groups/evicted_samples``,
-``training/masks/*``, ``training/roc/*``. The legacy trainer (``trainer.use_v1=false``) has no such hook;
-:func:`check_trainer_config` reports that.
+**Masks** (:mod:`agentrl_recipe.algos.masking`). After verl selects the batch, the trajectories to mask get their
+``response_mask`` *and* ``loss_mask`` zeroed in TransferQueue (the engines count the token-mean denominator
+``batch_num_tokens`` from ``loss_mask``, the loss reads ``response_mask``; verl's agent loop stores both). Lengths
+are kept, so nothing downstream shifts; the ``agentrl_grpo`` estimator reads an all-zero row as "masked".
+**RoC** (:mod:`agentrl_recipe.algos.roc`, ``agentrl.roc``) is applied the same way: the trajectories it drops from an
+oversampled group are masked.
+
+**Dynamic sampling** (DAPO filter-groups). verl's sync ReplayBuffer already does the filtering right: finished
+groups whose ``algorithm.filter_groups.metric`` is identical across the group are evicted, 2 prompts are refilled
+per evicted group (bounded by ``max_inflight_gen_batches`` × train_batch_size in flight), and it waits until
+``train_batch_size`` groups with variance exist, discarding the surplus. What it lacks is the cap: it ignores
+``max_num_gen_batches`` (with a warning) and keeps generating forever when every group is zero-variance (a data set
+too easy or too hard for the model). :class:`AgentRLReplayBuffer` restores DAPO's cap: at most
+``max_num_gen_batches`` × ``train_batch_size`` prompts are generated per step (the first batch included; 0 = no cap,
+DAPO's convention). At the cap it stops refilling and stops evicting, prefers groups with variance when it selects,
+and, if fewer than ``train_batch_size`` groups exist once nothing is in flight, trains on those (verl pads the batch
+with its no-op rows) — each with a WARNING that says how many groups carried signal. Groups are never silently
+dropped. Group variance is judged before masking: a group whose only informative member is later masked still
+counts as informative (its remaining members then get zero advantage from ``agentrl_grpo``). The async buffer
+rejects the cap rather than ignoring it.
+
+Keys (verl's ``algorithm.filter_groups.*``; verl default → paper [code] value):
+
+- ``enable``: false → false (the released script sets it but never passes it: "too expensive for agentic RL").
+- ``metric``: reward → acc. The per-trajectory value whose group variance must be > 0 (``reward`` = rm_scores,
+  anything else = a ``reward_extra_info`` key).
+- ``max_num_gen_batches``: 0 (ignored by verl's v1 buffer) → 10. Cap on generated prompt batches per step, the
+  first included; 0 = no cap. Honoured by the sync buffer.
+- ``max_inflight_gen_batches``: 1 → —. verl's bound on concurrently generating batches.
+
+Step metrics: ``training/filter_groups/{gen_batches, refill_prompts, cap_reached, zero_variance_groups_kept,
+batch_groups}`` next to verl's ``training/filter_groups/evicted_samples``, ``training/masks/*`` (with
+``loss_tokens`` / ``loss_tokens_kept``), ``training/roc/*``, ``training/infra_guard/*``, and the step's tool, sandbox
+and per-source reward metrics (:func:`agentrl_recipe.training_metrics.step_metrics`). verl's private sampling steps
+are reached only through :class:`agentrl_recipe.verl_adapters.replay_buffer.HookedReplayBuffer`'s hooks. The legacy
+trainer (``trainer.use_v1=false``) has no such hook; :func:`check_trainer_config` reports that.
 """
 
 from __future__ import annotations
 
-from agentrl_recipe.algos.async_sampler import AgentRLReplayBufferAsync
-from agentrl_recipe.algos.dynamic_sampling import AgentRLReplayBuffer
-from agentrl_recipe.algos.sampler_config import (
-    ASYNC_SAMPLER,
-    SAMPLER_PATH,
-    SYNC_SAMPLER,
-    WIRING,
-    FilterGroups,
-    SamplerSettings,
-    check_trainer_config,
+import dataclasses
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import transfer_queue as tq
+from tensordict import TensorDict
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
+
+from agentrl_recipe import trace
+from agentrl_recipe.algos import roc
+from agentrl_recipe.algos.infra_guard import InfraGuard, InfraGuardConfig
+from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
+from agentrl_recipe.config import from_mapping, section, to_plain
+from agentrl_recipe.training_metrics import step_metrics
+from agentrl_recipe.verl_adapters.ppo_trainer import async_buffer_kwargs, sync_buffer_kwargs
+from agentrl_recipe.verl_adapters.replay_buffer import (
+    EvictionReasons,
+    HookedReplayBuffer,
+    accumulate_eviction_metrics,
 )
 
-__all__ = [
-    "ASYNC_SAMPLER",
-    "SAMPLER_PATH",
-    "SYNC_SAMPLER",
-    "WIRING",
-    "AgentRLReplayBuffer",
-    "AgentRLReplayBufferAsync",
-    "FilterGroups",
-    "SamplerSettings",
-    "check_trainer_config",
-]
+logger = logging.getLogger(__name__)
+
+SAMPLER_PATH = "pkg://agentrl_recipe.algos.sampler"
+SYNC_SAMPLER = "AgentRLReplayBuffer"
+ASYNC_SAMPLER = "AgentRLReplayBufferAsync"
+
+# sampler_kwargs key -> the config value it must be interpolated from. Optional: roc (RoC stays off without it;
+# `configs check` reports an agentrl.roc that is on but not wired) and sync_refill_failed_groups.
+WIRING = {
+    "masks": "${agentrl.masks}",
+    "filter_groups": "${algorithm.filter_groups}",
+    "train_batch_size": "${data.train_batch_size}",
+    "max_response_length": "${data.max_response_length}",
+}
+SETTINGS_WHERE = "trainer.v1.sampler.sampler_kwargs"
+MASK_FIELDS = ("response_mask", "loss_mask")
+
+
+# ---- settings (sampler_kwargs) and the config check -----------------------------------------------------------------
+@dataclasses.dataclass
+class FilterGroups:
+    """verl's ``algorithm.filter_groups`` (FilterGroupsConfig), as the sampler reads it."""
+
+    enable: bool = False
+    metric: str | None = None
+    max_num_gen_batches: int = 0
+    max_inflight_gen_batches: int = 1
+
+    def __post_init__(self) -> None:
+        if self.enable and not self.metric:
+            raise ValueError("algorithm.filter_groups.metric must be set when filter_groups.enable is true")
+        if self.max_num_gen_batches < 0 or self.max_inflight_gen_batches < 1:
+            raise ValueError(
+                f"algorithm.filter_groups: max_num_gen_batches must be ≥ 0 and max_inflight_gen_batches ≥ 1, got "
+                f"{self.max_num_gen_batches} / {self.max_inflight_gen_batches}"
+            )
+
+
+@dataclasses.dataclass
+class SamplerSettings:
+    """``trainer.v1.sampler.sampler_kwargs`` of the agentrl replay buffers."""
+
+    masks: MaskConfig = dataclasses.field(default_factory=MaskConfig)
+    roc: roc.RoCConfig = dataclasses.field(default_factory=roc.RoCConfig)
+    infra_guard: InfraGuardConfig = dataclasses.field(default_factory=InfraGuardConfig)  # ${agentrl.infra_guard}
+    filter_groups: FilterGroups = dataclasses.field(default_factory=FilterGroups)
+    train_batch_size: int | None = None
+    max_response_length: int | None = None
+    sync_refill_failed_groups: bool = False
+
+    @classmethod
+    def from_kwargs(cls, sampler_kwargs: Any) -> SamplerSettings:
+        values = _to_plain(sampler_kwargs) or {}
+        missing = [key for key in WIRING if key not in values]
+        if missing:  # an unwired switch would silently do nothing
+            wiring = ", ".join(f"{key}: {WIRING[key]}" for key in missing)
+            raise ValueError(f"{SETTINGS_WHERE} lacks {missing}; wire them from their config home: {{{wiring}}}")
+        settings = from_mapping(cls, values, where=SETTINGS_WHERE)
+        settings.masks = MaskConfig.from_dict(_to_plain(settings.masks))
+        settings.roc = roc.RoCConfig.from_dict(_to_plain(settings.roc))
+        settings.infra_guard = InfraGuardConfig.from_dict(_to_plain(settings.infra_guard))
+        groups = {k: v for k, v in (_to_plain(settings.filter_groups) or {}).items() if k != "_target_"}
+        settings.filter_groups = from_mapping(FilterGroups, groups, where=f"{SETTINGS_WHERE}.filter_groups")
+        if settings.filter_groups.enable and not settings.train_batch_size:
+            raise ValueError(
+                f"{SETTINGS_WHERE}.train_batch_size (${{data.train_batch_size}}) is required for filter_groups"
+            )
+        return settings
+
+
+def _to_plain(value: Any) -> Any:
+    if value is None or isinstance(value, MaskConfig | FilterGroups | roc.RoCConfig | InfraGuardConfig):
+        return dataclasses.asdict(value) if value is not None else None
+    value = to_plain(value)
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+@dataclasses.dataclass
+class _Configured:
+    """What a trainer config sets in the config homes the sampler kwargs must be wired from."""
+
+    masks: MaskConfig
+    roc: roc.RoCConfig
+    guard: InfraGuardConfig
+    guard_set: bool  # only a config that sets agentrl.infra_guard is checked for its wiring
+    groups: Mapping[str, Any]
+
+    @classmethod
+    def read(cls, cfg: Any) -> _Configured:
+        guard_values = section(cfg, "infra_guard")
+        return cls(
+            masks=MaskConfig.from_trainer_config(cfg),
+            roc=roc.RoCConfig.from_dict(section(cfg, "roc")),
+            guard=InfraGuardConfig.from_dict(guard_values),
+            guard_set=bool(guard_values),
+            groups=cfg.get("algorithm", {}).get("filter_groups", {}) or {},
+        )
+
+    def wants_sampler(self) -> bool:
+        capped = self.groups.get("enable", False) and self.groups.get("max_num_gen_batches", 0) > 0
+        return bool(self.masks.enabled) or self.roc.enable or (self.guard_set and self.guard.enable) or capped
+
+
+def check_trainer_config(cfg: Any) -> list[str]:
+    """Problems that would make a mask, RoC or the dynamic-sampling cap silently do nothing (empty list = fine)."""
+    configured = _Configured.read(cfg)
+    if not configured.wants_sampler():
+        return []
+    trainer = cfg.get("trainer", {})
+    if not trainer.get("use_v1", True):
+        return ["agentrl.masks and the dynamic-sampling cap need verl's v1 trainer (trainer.use_v1=true)"]
+    sampler = trainer.get("v1", {}).get("sampler", {})
+    custom = sampler.get("custom_sampler", {}) or {}
+    mode = trainer.get("v1", {}).get("trainer_mode", "sync")
+    expected = SYNC_SAMPLER if mode == "sync" else ASYNC_SAMPLER
+    if custom.get("path") != SAMPLER_PATH or custom.get("name") != expected:
+        return [
+            f"agentrl.masks / filter_groups.max_num_gen_batches need trainer.v1.sampler.custom_sampler = "
+            f"{{path: {SAMPLER_PATH}, name: {expected}}} (got {dict(custom)})"
+        ]
+    try:
+        settings = SamplerSettings.from_kwargs(sampler.get("sampler_kwargs"))
+    except (TypeError, ValueError) as err:
+        return [f"{SETTINGS_WHERE}: {err}"]
+    return _wiring_problems(settings, configured)
+
+
+def _wiring_problems(settings: SamplerSettings, configured: _Configured) -> list[str]:
+    """The sampler kwargs that differ from their config home (not interpolated from it)."""
+    homes = {**WIRING, "roc": "${agentrl.roc}", "filter_groups.enable": WIRING["filter_groups"]}
+    wired = {
+        "masks": (settings.masks, configured.masks),
+        "roc": (settings.roc, configured.roc),
+        "filter_groups.enable": (settings.filter_groups.enable, bool(configured.groups.get("enable", False))),
+    }
+    if configured.guard_set:
+        homes["infra_guard"] = "${agentrl.infra_guard}"
+        wired["infra_guard"] = (settings.infra_guard, configured.guard)
+    return [
+        f"{SETTINGS_WHERE}.{key} does not match its config home; wire it as {homes[key]}"
+        for key, (seen, home) in wired.items()
+        if seen != home
+    ]
+
+
+# ---- masks, RoC and the infra guard on a sampled batch (both buffers) ----------------------------------------------
+def _loss_token_metrics(batch: KVBatchMeta, masked: list[bool]) -> dict[str, float]:
+    """Response tokens the loss would count (``response_mask``) before and after this step's trajectory masks.
+
+    verl's token-mean denominator (``actor/loss_tokens_per_update`` × the step's updates) equals
+    ``training/masks/loss_tokens_kept``: that is what shows a masked trajectory left the mean.
+    """
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["response_mask"])
+    tokens = [int(row.sum()) for row in data["response_mask"].unbind()]
+    kept = sum(t for t, is_masked in zip(tokens, masked, strict=True) if not is_masked)
+    return {"training/masks/loss_tokens": float(sum(tokens)), "training/masks/loss_tokens_kept": float(kept)}
+
+
+def _zero_masks(batch: KVBatchMeta, masked: list[bool]) -> None:
+    """Zero ``response_mask`` and ``loss_mask`` of the masked trajectories in TransferQueue, keeping their lengths."""
+    masked_keys = [key for key, is_masked in zip(batch.keys, masked, strict=True) if is_masked]
+    if not masked_keys:
+        return
+    partition = batch.partition_id
+    current = tq.kv_batch_get(keys=masked_keys, partition_id=partition, select_fields=list(MASK_FIELDS))
+    zeroed = {
+        field: torch.nested.as_nested_tensor(
+            [torch.zeros_like(row) for row in current[field].unbind()], layout=torch.jagged
+        )
+        for field in MASK_FIELDS
+    }
+    tq.kv_batch_put(keys=masked_keys, partition_id=partition, fields=TensorDict(zeroed, batch_size=len(masked_keys)))
+
+
+def _read_trajectories(batch: KVBatchMeta) -> tuple[list[dict], list[Any], list[int]]:
+    """Per trajectory: its mask-relevant fields (:func:`trajectory_fields`), data source and response length."""
+    data = tq.kv_batch_get(
+        keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "data_source"]
+    )
+    records = [trajectory_fields(getattr(value, "data", value)) for value in data["extra_fields"]]
+    data_sources = [getattr(value, "data", value) for value in data["data_source"]]
+    lengths = [tag.get("response_len") for tag in batch.tags]
+    if any(length is None for length in lengths):
+        responses = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["responses"])
+        lengths = responses["responses"].offsets().diff().tolist()
+    return records, data_sources, lengths
+
+
+class MaskingMixin:
+    """Applies :mod:`agentrl_recipe.algos.masking` (and RoC, and the infra guard) to a sampled training batch."""
+
+    settings: SamplerSettings
+    _infra_guard: InfraGuard
+
+    def _load_settings(self, sampler_kwargs: Any) -> SamplerSettings:
+        self.settings = SamplerSettings.from_kwargs(sampler_kwargs)
+        self._infra_guard = InfraGuard(self.settings.infra_guard)
+        return self.settings
+
+    def _apply_masks(self, batch: KVBatchMeta) -> dict[str, float]:
+        if batch.partition_id == "val" or not batch.keys:
+            return {}
+        records, data_sources, lengths = _read_trajectories(batch)
+        result = compute_trajectory_masks(records, lengths, self.settings.max_response_length, self.settings.masks)
+        masked = list(result.masked)
+        metrics = result.metrics(prefix="training/masks")
+        metrics.update(step_metrics(records, data_sources))  # tool, sandbox and per-source reward metrics
+        metrics.update(self._infra_guard.observe(records))  # raises when the sandbox fails too often: fail closed
+        if self.settings.roc.enable:
+            metrics.update(self._apply_roc(batch, records, masked))
+        metrics.update(_loss_token_metrics(batch, masked))
+        _zero_masks(batch, masked)
+        return metrics
+
+    def _roc_values(self, batch: KVBatchMeta, records: list[dict]) -> list[float]:
+        """Each trajectory's value in ``agentrl.roc.metric`` (> 0: correct)."""
+        metric = self.settings.roc.metric
+        if metric == "reward":
+            scores = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["rm_scores"])
+            return [float(row.sum()) for row in scores["rm_scores"].unbind()]
+        missing = [key for key, record in zip(batch.keys, records, strict=True) if metric not in record]
+        if missing:
+            raise ValueError(f"agentrl.roc.metric {metric!r} missing from reward_extra_info of {missing[:3]}")
+        return [float(record[metric]) for record in records]
+
+    def _apply_roc(self, batch: KVBatchMeta, records: list[dict], masked: list[bool]) -> dict[str, float]:
+        """Resample-on-Correct among the unmasked trajectories; marks the dropped ones in ``masked``."""
+        values = self._roc_values(batch, records)
+        rows = [row for row, is_masked in enumerate(masked) if not is_masked]
+        uids = [batch.keys[row].split("_")[0] for row in rows]
+        kept = roc.select(uids, [values[row] > 0 for row in rows], [records[row] for row in rows], self.settings.roc)
+        penalties = [roc.penalty(records[row]) for row in rows if values[row] > 0]
+        kept_penalties = [roc.penalty(records[row]) for row, k in zip(rows, kept, strict=True) if k and values[row] > 0]
+        for row, k in zip(rows, kept, strict=True):
+            masked[row] = masked[row] or not k
+        return {
+            "training/roc/dropped_trajectories": float(len(kept) - sum(kept)),
+            "training/roc/correct_penalty_mean": sum(penalties) / max(len(penalties), 1),
+            "training/roc/kept_correct_penalty_mean": sum(kept_penalties) / max(len(kept_penalties), 1),
+        }
+
+
+# ---- the sync buffer: dynamic sampling with the max_num_gen_batches cap ---------------------------------------------
+class _CapReached(Exception):
+    """Raised inside verl's sampling loop when the cap is reached and nothing is left in flight."""
+
+
+class AgentRLReplayBuffer(MaskingMixin, HookedReplayBuffer):
+    """verl's sync ReplayBuffer + trajectory masks + the ``max_num_gen_batches`` cap on DAPO dynamic sampling."""
+
+    def __init__(
+        self,
+        trainer_mode: str,
+        trainer_config: Any,
+        max_off_policy_threshold: int | None,
+        max_off_policy_strategy: str,
+        sampler_kwargs: Any,
+        refill_fn: Callable[[int], int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        settings = self._load_settings(sampler_kwargs)
+        groups = settings.filter_groups
+        metric = groups.metric if groups.enable else None
+        self._trainer_refill = refill_fn
+        # the arguments verl's PPOTrainer gives its built-in sync buffer (but not a custom sampler)
+        kwargs.update(
+            sync_buffer_kwargs(
+                filter_groups_metric=metric,
+                sync_refill_failed_groups=settings.sync_refill_failed_groups,
+                train_batch_size=settings.train_batch_size,
+                max_inflight_gen_batches=groups.max_inflight_gen_batches,
+            )
+        )
+        super().__init__(
+            trainer_mode=trainer_mode,
+            trainer_config=trainer_config,
+            max_off_policy_threshold=max_off_policy_threshold,
+            max_off_policy_strategy=max_off_policy_strategy,
+            sampler_kwargs=sampler_kwargs,
+            refill_fn=self._budgeted_refill if refill_fn is not None else None,
+            **kwargs,
+        )
+        self.max_num_gen_batches = groups.max_num_gen_batches if metric else 0
+        self._refill_budget: int | None = None
+        self._refilled = 0
+        self._cap_reached = False
+        self._evictions: dict = {}  # this step's verl eviction metrics, kept for the short-batch path
+
+    # ---- the cap -------------------------------------------------------------------------------------------------
+    def _budgeted_refill(self, num_prompts: int) -> int:
+        """verl's refill, limited to what is left of this step's generation budget."""
+        allowed = num_prompts
+        if self._refill_budget is not None:
+            allowed = min(num_prompts, self._refill_budget - self._refilled)
+        if allowed < num_prompts:
+            self._note_cap()
+        if allowed <= 0:
+            return 0
+        self._refilled += allowed
+        assert self._trainer_refill is not None
+        return self._trainer_refill(allowed)
+
+    def _note_cap(self) -> None:
+        if not self._cap_reached:
+            self._cap_reached = True
+            logger.warning(
+                "[agentrl] dynamic sampling reached algorithm.filter_groups.max_num_gen_batches=%d (%d prompts "
+                "refilled this step): generation stops, zero-variance groups are kept from now on this step",
+                self.max_num_gen_batches,
+                self._refilled,
+            )
+
+    def _cap_active(self) -> bool:
+        if self._refill_budget is not None and self._refilled >= self._refill_budget:
+            self._note_cap()  # a spent budget is a reached cap, even before a refill is refused
+        return self._cap_reached
+
+    def _zero_variance(self, partition_id: str, uid: str) -> bool:
+        return self.shared_metric_value(partition_id, uid) is not None
+
+    # ---- hooks into verl's sampling loop -----------------------------------------------------------------------------
+    def filter_eviction_reasons(self, partition_id: str, reasons: EvictionReasons) -> EvictionReasons:
+        stale, dapo, failed, _counts = reasons
+        if dapo and partition_id != "val" and self._cap_active():
+            return stale, set(), failed, Counter()  # at the cap, zero-variance groups are kept
+        return reasons
+
+    def on_groups_evicted(self, stale_count: int, metrics: dict) -> None:
+        accumulate_eviction_metrics(self._evictions, metrics, stale_count)
+
+    def reorder_selection(
+        self, partition_id: str, sampleable: set[str], batch_size: int, selected: list[str], steps: dict[str, int]
+    ) -> list[str]:
+        if self._cap_reached and self.filter_groups_metric is not None:
+            # prefer groups with reward variance, then verl's oldest-first order
+            ordered = sorted(sampleable, key=lambda uid: (self._zero_variance(partition_id, uid), steps.get(uid, 0)))
+            return ordered[:batch_size]
+        return selected
+
+    def before_poll_wait(self, partition_id: str) -> None:
+        nothing_in_flight = not self.pending_keys[partition_id] and not self.running_keys[partition_id]
+        if partition_id != "val" and self._cap_reached and nothing_in_flight:
+            raise _CapReached
+
+    # ---- sampling --------------------------------------------------------------------------------------------------
+    def _short_batch(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        """At the cap with nothing in flight: train on the groups there are (verl pads the batch with no-op rows)."""
+        self.sync_metadata()
+        sampleable = self.sampleable_groups(partition_id, self.eviction_reasons(global_steps, partition_id))
+        if not sampleable:
+            raise RuntimeError(
+                f"dynamic sampling: no group left to train on after max_num_gen_batches={self.max_num_gen_batches} "
+                f"generation batches ({self._refilled} prompts refilled); every group had zero variance in "
+                f"{self.filter_groups_metric!r}. The data is too easy or too hard for the model — filter it, or raise "
+                "algorithm.filter_groups.max_num_gen_batches (0 = no cap)."
+            )
+        selected, snapshot, _ = self.select_groups(partition_id, sampleable, batch_size)
+        logger.warning(
+            "[agentrl] dynamic sampling: only %d of %d groups after max_num_gen_batches=%d; training this step on %d",
+            len(selected),
+            batch_size,
+            self.max_num_gen_batches,
+            len(selected),
+        )
+        return self.materialize_batch(partition_id, selected, snapshot), dict(self._evictions)
+
+    def _filter_groups_metrics(self, partition_id: str, batch: KVBatchMeta, batch_size: int) -> dict[str, float]:
+        uids = {key.split("_")[0] for key in batch.keys}
+        zero_variance_kept = sum(self._zero_variance(partition_id, uid) for uid in uids)
+        per_batch = self.train_batch_size or batch_size
+        return {
+            "training/filter_groups/refill_prompts": float(self._refilled),
+            "training/filter_groups/gen_batches": 1.0 + self._refilled / per_batch,
+            "training/filter_groups/cap_reached": float(self._cap_reached),
+            "training/filter_groups/zero_variance_groups_kept": float(zero_variance_kept),
+            "training/filter_groups/batch_groups": float(len(uids)),
+        }
+
+    def _start_step(self, training: bool) -> None:
+        """A fresh generation budget: ``max_num_gen_batches - 1`` refill batches after the first."""
+        self._cap_reached = False
+        self._refilled = 0
+        self._refill_budget = None
+        self._evictions = {}
+        if training and self.max_num_gen_batches > 0:
+            assert self.train_batch_size is not None
+            self._refill_budget = (self.max_num_gen_batches - 1) * self.train_batch_size
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        """verl's sync sampling under this step's generation budget, then the trajectory masks."""
+        trace.mark(type(self).__name__)
+        training = partition_id != "val"
+        self._start_step(training)
+        try:
+            batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+        except _CapReached:
+            batch, metrics = self._short_batch(global_steps, partition_id, batch_size)
+        if not training:
+            return batch, metrics
+        if self.filter_groups_metric is not None:
+            metrics.update(self._filter_groups_metrics(partition_id, batch, batch_size))
+        metrics.update(self._apply_masks(batch))
+        return batch, metrics
+
+
+# ---- the async buffer ------------------------------------------------------------------------------------------------
+class AgentRLReplayBufferAsync(MaskingMixin, ReplayBufferAsync):
+    """verl's async ReplayBuffer + trajectory masks (``trainer.v1.trainer_mode`` colocate_async / separate_async).
+
+    Only verl's public constructor and ``sample`` are used. Async DAPO in verl refills exactly one prompt per evicted
+    group, absorbed by the warm-up window; the ``max_num_gen_batches`` cap is sync-only and is rejected here rather
+    than ignored.
+    """
+
+    def __init__(
+        self,
+        trainer_mode: str,
+        trainer_config: Any,
+        max_off_policy_threshold: int | None,
+        max_off_policy_strategy: str,
+        sampler_kwargs: Any,
+        refill_fn: Callable[[int], int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        settings = self._load_settings(sampler_kwargs)
+        groups = settings.filter_groups
+        if groups.enable and groups.max_num_gen_batches > 0:
+            raise ValueError(
+                "algorithm.filter_groups.max_num_gen_batches caps sync dynamic sampling only; set it to 0 for "
+                f"trainer.v1.trainer_mode={trainer_mode!r}"
+            )
+        kwargs.update(
+            async_buffer_kwargs(
+                filter_groups_metric=groups.metric if groups.enable else None,
+                sync_refill_failed_groups=settings.sync_refill_failed_groups,
+            )
+        )
+        super().__init__(
+            trainer_mode=trainer_mode,
+            trainer_config=trainer_config,
+            max_off_policy_threshold=max_off_policy_threshold,
+            max_off_policy_strategy=max_off_policy_strategy,
+            sampler_kwargs=sampler_kwargs,
+            refill_fn=refill_fn,
+            **kwargs,
+        )
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+        trace.mark(type(self).__name__)
+        metrics.update(self._apply_masks(batch))
+        return batch, metrics

@@ -1,7 +1,7 @@
 """verl's sync v1 replay buffer, ``verl.trainer.ppo.v1.replay_buffer.ReplayBuffer``: its private members, in one place.
 
 verl 0.9.1's ``ReplayBuffer.sample`` is one polling loop with no public hook. The recipe's dynamic-sampling cap
-(:mod:`agentrl_recipe.algos.dynamic_sampling`) has to step into four of its private methods and call four more
+(:mod:`agentrl_recipe.algos.sampler`) has to step into four of its private methods and call four more
 private members. :class:`HookedReplayBuffer` is the only place they are named: it overrides each private step once and
 routes it to a public hook (whose default is verl's behaviour), and exposes the private helpers as public methods.
 

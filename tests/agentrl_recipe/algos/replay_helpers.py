@@ -1,5 +1,5 @@
-"""A scripted rollout on a real TransferQueue, for the replay-buffer tests (test_dynamic_sampling, test_batch_masking,
-test_async_sampler), and the sampler wiring verl_configs ship (test_sampler, test_sampler_config).
+"""A scripted rollout on a real TransferQueue, for the replay-buffer tests (test_sampler, test_infra_guard), and the
+sampler wiring verl_configs ship (test_sampler).
 
 The scripted rollout stands in for verl's AgentLoopWorkerTQ: it writes prompt groups into TransferQueue with the same
 keys ({uid}_{session}_{index}), tags and fields (response_mask, loss_mask, rm_scores, extra_fields with
@@ -70,11 +70,12 @@ class ScriptedRollout:
     refills: list[int]
 
 
-def make_buffer(cls, rollout: ScriptedRollout, masks=None, filter_groups=None, roc=None):
+def make_buffer(cls, rollout: ScriptedRollout, masks=None, filter_groups=None, roc=None, infra_guard=None):
     rollout.refills = []
     kwargs = {
         "masks": masks or {},
         "roc": roc or {},
+        "infra_guard": infra_guard or {},
         "filter_groups": filter_groups or {"enable": False},
         "train_batch_size": B,
         "max_response_length": MAX_LEN,

@@ -8,8 +8,8 @@ import pytest
 from replay_helpers import B, N, ScriptedRollout, make_buffer  # the scripted rollout on a real TransferQueue
 
 from agentrl_recipe import names
-from agentrl_recipe.algos.dynamic_sampling import AgentRLReplayBuffer
 from agentrl_recipe.algos.infra_guard import InfraFailureRateExceeded, InfraGuard, InfraGuardConfig
+from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
 
 FAILED = {names.FIELD_TOOL_INFRA_FAILURE: True}
 GRADER_FAILED = {names.FIELD_GRADER_INFRA_FAILURE: True}
@@ -43,8 +43,7 @@ def test_replay_buffer_stops_the_run_on_a_broken_sandbox(tq) -> None:
     """verl's v1 trainer calls our buffer's sample() every step: an all-infra-failure batch raises there."""
     extra = {(p, s): FAILED for p in range(B) for s in range(N)}
     rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
-    buffer = make_buffer(AgentRLReplayBuffer, rollout)
-    buffer.settings.infra_guard = InfraGuardConfig(max_rate=0.5, min_trajectories=B * N)
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, infra_guard={"max_rate": 0.5, "min_trajectories": B * N})
     rollout.submit(B)
     with pytest.raises(InfraFailureRateExceeded, match=f"{B * N} of the last {B * N} trajectories"):
         buffer.sample(global_steps=1, partition_id="train", batch_size=B)
