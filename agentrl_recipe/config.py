@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from agentrl_recipe import names
+from agentrl_sandbox.config import SandboxConfig
 
 T = TypeVar("T")
 
@@ -50,6 +51,11 @@ def from_mapping(cls: type[T], values: Mapping[str, Any] | None, *, where: str) 
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in {where}; valid keys: {sorted(known)}")
     return cls(**values)
+
+
+def sandbox_config(trainer_config: Any) -> SandboxConfig:
+    """``agentrl.sandbox`` of a trainer config (environment overrides applied): one block for the tool and the reward."""
+    return SandboxConfig.from_dict(section(trainer_config, "sandbox"))
 
 
 # Section name -> dataclass, for `configs check`. Components add their section here when they define one.

@@ -32,9 +32,9 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import ToolResponse
 
 from agentrl_recipe import names
+from agentrl_recipe.cpu_task.tiny_model import get_tiny_model_dir
 from agentrl_recipe.eval.dump import atomic_write_json
 from agentrl_recipe.rollout import Rollout, compose_config
-from agentrl_recipe.tiny_model import get_tiny_model_dir
 from verl_cpu.scripted import ScriptedClient, ScriptRequest
 from verl_cpu.token_output import ContextLimits
 

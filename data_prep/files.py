@@ -14,12 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from agentrl_recipe.atomic_io import (
     atomic_write_json,
     atomic_write_parquet,  # cli/launch.py imports the latter from here
 )
+from agentrl_recipe.problems import read_local_file
 
 LOCAL_SUFFIXES = (".parquet", ".jsonl", ".json")
 
@@ -40,22 +39,6 @@ def source_files(spec: str) -> list[Path]:
     if path.suffix not in LOCAL_SUFFIXES:
         raise ValueError(f"{spec}: unsupported file type {path.suffix!r}; use one of {LOCAL_SUFFIXES}")
     return [path]
-
-
-def read_local_file(path: Path) -> list[dict[str, Any]]:
-    if path.suffix == ".parquet":
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json" and text.lstrip().startswith("["):
-        return list(json.loads(text))
-    rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-    return rows
 
 
 def load_source(spec: str, *, default_split: str = "train", config: str | None = None) -> list[tuple[str, int, dict]]:

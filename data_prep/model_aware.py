@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from agentrl_recipe.atomic_io import atomic_write_parquet
+from agentrl_recipe.problems import read_local_file
 from data_prep import standalone
-from data_prep.files import earlier_report, fingerprint, mark_done, read_local_file
+from data_prep.files import earlier_report, fingerprint, mark_done
 from data_prep.rollouts import add_rollout_arguments, load_problems, progress_log, run_problems
 from data_prep.stats import plot_bar_comparison, write_report
 

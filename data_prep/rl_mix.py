@@ -22,9 +22,10 @@ from tqdm import tqdm
 
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_jsonl, atomic_write_parquet
+from agentrl_recipe.problems import read_local_file
 from data_prep import rl_released as released
 from data_prep import standalone
-from data_prep.files import earlier_report, fingerprint, mark_done, read_local_file, source_files, source_fingerprint
+from data_prep.files import earlier_report, fingerprint, mark_done, source_files, source_fingerprint
 from data_prep.rl_sources import CONVERTER_VERSION, SOURCES, convert_source
 from data_prep.schema import validate_rl_row
 from data_prep.sink import rejects_path

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe import names
+from agentrl_recipe.problems import read_local_file
 from agentrl_recipe.rewards.code.assert_tests import AssertTests
 from data_prep import prompts
 from data_prep.code_test_forms import io_tests, leetcode_assert_tests_or_raw
-from data_prep.files import cached_rows, fingerprint, load_source, read_local_file, source_fingerprint
+from data_prep.files import cached_rows, fingerprint, load_source, source_fingerprint
 from data_prep.rows import ConvertError, convert_rows, get_field, rl_row, text_field
 from data_prep.schema import drop_arrow_nulls
 from data_prep.sink import RowSink, rejects_path

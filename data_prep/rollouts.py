@@ -16,9 +16,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from agentrl_recipe.problems import read_problem_rows
 from data_prep.files import JsonlLog
-from data_prep.problems import problem_key, read_problem_rows
 from data_prep.schema import drop_arrow_nulls, validate_rl_row
+from data_prep.text import exact_key
 
 
 def load_problems(paths: Sequence[str], limit: int = 0) -> list[tuple[str, dict]]:
@@ -146,3 +147,9 @@ def run_problems(
 
 def progress_log(out: Path, suffix: str) -> JsonlLog:
     return JsonlLog(out.with_name(out.name.removesuffix(".parquet") + suffix), key_field="key")
+
+
+def problem_key(row: dict) -> str:
+    """Stable id of a problem across runs and files: its data_source and a hash of its prompt."""
+    text = "\n".join(m["content"] for m in row["prompt"])
+    return f"{row['data_source']}:{exact_key(text)[:16]}"

@@ -2,7 +2,7 @@
 
 It shows the pipeline working and GRPO-TCR raising held-out accuracy on a toy task — not the paper's results.
 
-1. **inputs** (:mod:`demo.cpu_inputs`, :mod:`demo.task`): the tiny model, the
+1. **inputs** (:mod:`agentrl_recipe.cpu_task.inputs`, :mod:`agentrl_recipe.cpu_task.task`): the tiny model, the
    scripted teacher's real trajectories (its ``code_interpreter`` calls run in the sandbox through
    ``agentrl_tool_agent``; the teacher picks the right operator only ``teacher_accuracy`` of the time and its executed
    trajectories are kept, so SFT leaves room for RL), RL rows and held-out rows (disjoint by template and operands);
@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.atomic_io import atomic_write_text
-from demo import cpu_inputs, demo_report, demo_runs
-from demo import teacher as demo_teacher
+from agentrl_recipe.cpu_task import demo_report, demo_runs
+from agentrl_recipe.cpu_task import inputs as cpu_inputs
+from agentrl_recipe.cpu_task import teacher as demo_teacher
 
 SFT_CONFIG, RL_CONFIG = "agentrl_sft_demo", "agentrl_rl_demo"
 # As in agentrl_rl_demo.yaml (the eval uses the same limits as the teacher and the trainer).

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.atomic_io import save_figure
-from demo.task import DATA_SOURCE
+from agentrl_recipe.cpu_task.task import DATA_SOURCE
 
 # (verl metrics key, table header, format) — the GRPO-TCR step table.
 STEP_COLUMNS: tuple[tuple[str, str, str], ...] = (

@@ -1,4 +1,5 @@
-"""Shared fixtures: the tiny offline model (built once per test session) and the gpu marker's skip."""
+"""Shared fixtures: the tiny offline model (built once per test session), one local sandbox pool for the sandbox and
+tool tests, and the gpu marker's skip."""
 
 from __future__ import annotations
 
@@ -6,6 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE
+
+# Set before any sandbox starts: the escape tests check that the sandbox never sees the host's environment.
+os.environ[HOST_SECRET_ENV] = HOST_SECRET_VALUE
+
+from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox.local import LocalSandbox
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,7 +57,7 @@ def agentrl_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(agentrl_cache: Path) -> Path:
     """Directory with the tiny Qwen2 model, tokenizer and hermes chat template (built offline, ~5 s, once)."""
-    from agentrl_recipe.tiny_model import get_tiny_model_dir
+    from agentrl_recipe.cpu_task.tiny_model import get_tiny_model_dir
 
     return get_tiny_model_dir()
 
@@ -59,3 +67,11 @@ def tiny_tokenizer(tiny_model_dir: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def pool() -> LocalSandbox:
+    """The default backend, as users get it (fails, naming the fix, where bubblewrap is missing: no silent skip)."""
+    sb = LocalSandbox(SandboxConfig(backend="local", pool_size=2, timeout_s=10.0, memory_mb=512))
+    yield sb
+    sb.close()

@@ -1,13 +1,17 @@
-"""The package's import rule, read from the source with ``ast`` (nothing is imported).
+"""The repository's import rules, read from the source with ``ast`` (nothing is imported).
 
-Layers, lowest first: ``agentrl_recipe.core`` (what verl imports in every worker) ← ``agentrl_recipe.harness`` (rollout,
-eval, data prep around an in-process agent loop) ← ``agentrl_recipe.cli``; ``demo/`` and ``benchmarks/`` (not
-installed) sit on top and may import anything. A module may import its own layer and the ones below it, never above;
-nothing in the package imports ``demo``, ``benchmarks`` or ``tests``, nor a deprecated path (``agentrl_recipe._moved``).
+Four installed packages:
+- ``agentrl_sandbox`` (runs code; usable without verl) and ``verl_cpu`` (verl on CPU) import nothing of ours;
+- ``agentrl_recipe`` may import both; only its CLI (``agentrl_recipe.cli``) may import ``data_prep``, and nothing
+  else in the recipe imports the CLI;
+- ``data_prep`` may import the recipe (not its CLI) and the sandbox.
+
+``demo/`` and ``benchmarks/`` (not installed) sit on top and may import anything; no package imports them or
+``tests``. No import cycle anywhere.
 
 Counted: top-level and function-local ``import``/``from … import`` statements, ``importlib.import_module("…")`` with a
-literal name, and any string constant that names a module of the package or of ``demo`` (class paths such as
-``"agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool"``, ``"pkg:agentrl_recipe.rewards.x:fn"``).
+literal name, and any string constant that names a module of ours (class paths such as
+``"agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool"``, ``"pkg://agentrl_recipe.algos.sampler"``).
 """
 
 from __future__ import annotations
@@ -18,19 +22,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE = "agentrl_recipe"
-LAYERS = {"core": 0, "harness": 1, "cli": 2}
-TOP = ("demo", "benchmarks", "tests")  # repository-level folders the package must not import
+PACKAGES = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep")
+CLI = "agentrl_recipe.cli"
+TOP = ("demo", "benchmarks", "tests")  # repository-level folders no package may import
+MAY_IMPORT = {
+    "agentrl_sandbox": {"agentrl_sandbox"},
+    "verl_cpu": {"verl_cpu"},
+    "agentrl_recipe": {"agentrl_recipe", "agentrl_sandbox", "verl_cpu"},
+    "data_prep": {"data_prep", "agentrl_recipe", "agentrl_sandbox", "verl_cpu"},
+}
 
-# References that go up a layer on purpose. The CLI's table of subcommands names the demo's module: `agentrl-recipe
-# demo` imports it from the checkout (demo/ is not installed) and fails with one line when it is not there.
-ALLOWED_UP = {("agentrl_recipe.cli", "demo.demo")}
-
-# Import cycles tolerated for now (none since issue 19 broke eval/runner <-> eval/generate and data/generate <->
-# data/prep_sft); any other cycle fails. Remove an entry when its cycle is gone (test_known_cycles_still_exist).
-KNOWN_CYCLES: set[frozenset[str]] = set()
-
-MODULE_STRING = re.compile(r"(?:pkg:(?://)?)?((?:agentrl_recipe|demo)(?:\.[A-Za-z_]\w*)+)(?::[A-Za-z_]\w*)?")
+MODULE_STRING = re.compile(
+    r"(?:pkg:(?://)?)?((?:agentrl_recipe|agentrl_sandbox|verl_cpu|data_prep|demo)(?:\.[A-Za-z_]\w*)*)(?::[A-Za-z_]\w*)?"
+)
 
 
 def _module_name(path: Path) -> str:
@@ -42,7 +46,7 @@ def _modules(top: str) -> dict[str, Path]:
     return {_module_name(p): p for p in sorted((REPO / top).rglob("*.py"))}
 
 
-MODULES = _modules(PACKAGE)
+MODULES = {name: path for package in PACKAGES for name, path in _modules(package).items()}
 KNOWN = {**MODULES, **_modules("demo")}
 
 
@@ -88,36 +92,46 @@ def _references(module: str, path: Path, *, strings: bool) -> Iterator[tuple[int
                 yield node.lineno, match[1]
 
 
-def _layer(name: str) -> int | None:
-    parts = name.split(".")
-    return LAYERS.get(parts[1]) if parts[0] == PACKAGE and len(parts) > 1 else None
+def _package(name: str) -> str:
+    return name.split(".")[0]
 
 
-def test_every_module_is_in_a_layer() -> None:
-    outside = [m for m in MODULES if m != PACKAGE and m != f"{PACKAGE}._moved" and _layer(m) is None]
-    assert not outside, f"modules outside core/, harness/, cli/: {outside}"
+def _in_cli(name: str) -> bool:
+    return name == CLI or name.startswith(CLI + ".")
 
 
-def test_no_module_imports_a_higher_layer() -> None:
+def _rule_errors(module: str, name: str) -> str | None:
+    """Why ``module`` may not reference ``name`` (None when it may)."""
+    top = _package(name)
+    if top in TOP:
+        return f"{top}/ is not part of the installed packages"
+    if top not in PACKAGES:
+        return None  # a third-party or standard module
+    if top not in MAY_IMPORT[_package(module)] and not (top == "data_prep" and _in_cli(module)):
+        return f"{_package(module)} may not import {top}"
+    if _in_cli(name) and not _in_cli(module):
+        return "only the CLI imports the CLI"
+    return None
+
+
+def test_every_reference_follows_the_package_rules() -> None:
     errors = []
     for module, path in MODULES.items():
-        if module == f"{PACKAGE}._moved":
-            continue  # its table names the deprecated paths
-        own = _layer(module)
         for line, name in _references(module, path, strings=True):
-            target = _resolve(name) or name
-            where = f"{path.relative_to(REPO)}:{line}"
-            top = name.split(".")[0]
-            if top in TOP:
-                if (module, target) not in ALLOWED_UP:
-                    errors.append(f"{where}: {module} imports {name} ({top}/ is not part of the package)")
-            elif top == PACKAGE and name not in (PACKAGE, f"{PACKAGE}._moved"):
-                layer = _layer(name)
-                if layer is None:
-                    errors.append(f"{where}: {module} imports {name}, a deprecated path (agentrl_recipe._moved)")
-                elif own is not None and layer > own:
-                    errors.append(f"{where}: {module} imports {name}, a higher layer")
-    assert not errors, "layer rule broken (core ← harness ← cli):\n" + "\n".join(errors)
+            why = _rule_errors(module, _resolve(name) or name)
+            if why:
+                errors.append(f"{path.relative_to(REPO)}:{line}: {module} -> {name}: {why}")
+    assert not errors, "import rule broken:\n" + "\n".join(errors)
+
+
+def test_the_rule_refuses_what_it_should() -> None:
+    assert _rule_errors("agentrl_sandbox.local", "agentrl_recipe.names")
+    assert _rule_errors("verl_cpu.platform", "agentrl_sandbox")
+    assert _rule_errors("agentrl_recipe.rollout", "data_prep.io")
+    assert _rule_errors("data_prep.rl_mix", "agentrl_recipe.cli.data")
+    assert _rule_errors("agentrl_recipe.rewards.manager", "demo.demo_report")
+    assert _rule_errors("agentrl_recipe.cli.data", "data_prep.rl_mix") is None
+    assert _rule_errors("data_prep.rollouts", "agentrl_recipe.rollout") is None
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -165,14 +179,9 @@ def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
-def test_no_import_cycle_but_the_known_ones() -> None:
-    new = [sorted(c) for c in _cycles(_import_graph()) if c not in KNOWN_CYCLES]
-    assert not new, f"import cycles among agentrl_recipe modules: {new}"
-
-
-def test_known_cycles_still_exist() -> None:
-    gone = [sorted(c) for c in KNOWN_CYCLES if c not in _cycles(_import_graph())]
-    assert not gone, f"these cycles are broken: remove them from KNOWN_CYCLES: {gone}"
+def test_no_import_cycle() -> None:
+    cycles = [sorted(c) for c in _cycles(_import_graph())]
+    assert not cycles, f"import cycles among our modules: {cycles}"
 
 
 def test_the_checker_sees_function_local_imports_and_strings(tmp_path: Path) -> None:
@@ -183,7 +192,7 @@ def test_the_checker_sees_function_local_imports_and_strings(tmp_path: Path) -> 
         "    importlib.import_module('agentrl_recipe.rollout')\n"
         "X = 'agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool'\n"
     )
-    found = {name for _, name in _references("agentrl_recipe.core.probe", path, strings=True)}
+    found = {name for _, name in _references("agentrl_recipe.probe", path, strings=True)}
     assert found == {
         "agentrl_recipe.cli.configs",
         "agentrl_recipe.rollout",

@@ -8,13 +8,7 @@ torchrun and every Ray worker); on CUDA nothing here changes verl's behaviour. v
 
 from __future__ import annotations
 
-import os
-
-from verl_cpu.names import PLATFORM as PLATFORM_NAME
-
-PLATFORM_ENV = "VERL_PLATFORM"  # verl's own switch (plugin/platform/platform_manager.py::_detect_platform_name)
-
-
-def cpu_platform_selected() -> bool:
-    """True when this process asked verl for the CPU platform (``VERL_PLATFORM=agentrl_cpu``)."""
-    return os.environ.get(PLATFORM_ENV, "").strip().lower() == PLATFORM_NAME
+# Import verl before any module of this package: verl's plugin loader imports verl_cpu.plugin, which imports
+# .checkpoint_engine. A process whose first import is that module (the Ray worker of its mailbox actor) would
+# otherwise meet it half-initialised.
+import verl  # noqa: F401

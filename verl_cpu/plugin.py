@@ -26,12 +26,11 @@ DISABLE_ENV = "VERL_CPU_DISABLE"
 def _register_cpu_platform() -> None:
     from verl.plugin.platform import PlatformRegistry
 
-    from verl_cpu import PLATFORM_NAME, cpu_platform_selected
     from verl_cpu.platform import CPUPlatform
 
-    if PlatformRegistry.get(PLATFORM_NAME) is not CPUPlatform:
-        PlatformRegistry.register(PLATFORM_NAME)(CPUPlatform)
-    if cpu_platform_selected():  # only a CPU run changes verl's behaviour; GPU processes stop here
+    if PlatformRegistry.get(names.PLATFORM) is not CPUPlatform:
+        PlatformRegistry.register(names.PLATFORM)(CPUPlatform)
+    if names.cpu_platform_selected():  # only a CPU run changes verl's behaviour; GPU processes stop here
         from verl_cpu import distributed, engines, snapshot
 
         distributed.apply()

@@ -27,9 +27,12 @@ import yaml
 
 from agentrl_recipe import names
 from agentrl_recipe.config_paths import config_dir, tool_config_dir
+from verl_cpu import names as cpu_names
 
 PROBE_TIMEOUT_S = 300
-# Each kind of names.REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name)
+# Every name the recipe's plugin and verl_cpu's register.
+REGISTERED = {**names.REGISTERED, **cpu_names.REGISTERED}
+# Each kind of REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name)
 # or is a function returning a mapping (the adapter over a private verl registry).
 REGISTRIES: dict[str, tuple[str, str]] = {
     "agent_loop": ("agentrl_recipe.verl_adapters.agent_loop_registry", "agent_loops"),
@@ -90,7 +93,7 @@ def probe(check_sandbox: bool = True) -> dict[str, Any]:
 def _check_registered(problems: list[str]) -> dict[str, dict[str, Any]]:
     """Each registered name: is it in verl's registry, and does its target import?"""
     registered = {}
-    for kind, name in names.REGISTERED.items():
+    for kind, name in REGISTERED.items():
         entry = _registry_entry(kind, name)
         info: dict[str, Any] = {"name": name, "registered": entry is not None}
         if entry is not None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval.dump import RolloutDump
+from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.grading import SampleGrade, agrade_sample
-from agentrl_recipe.eval.problems import EvalProblem
 
 GRADE_CONCURRENCY = 16  # samples graded at once (code grading waits on the sandbox pool)
 

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval import report as report_lib
 from agentrl_recipe.eval.dump import RolloutDump, atomic_write_json, atomic_write_text
-from agentrl_recipe.eval.problems import EvalProblem, load_problems
+from agentrl_recipe.eval.eval_set import EvalProblem, load_problems
 from agentrl_recipe.eval.protocol import RESUMABLE_CHANGES, EvalConfig, protocol_deviations
 from agentrl_recipe.eval.records import grade_items, make_record, regrade_infra_failures
 from agentrl_recipe.eval.sampling import Generator, RolloutGenerator

@@ -20,7 +20,7 @@ from verl.utils.import_utils import resolve_config_path
 from agentrl_recipe import names
 from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval.dump import atomic_write_text
-from agentrl_recipe.eval.problems import EvalProblem
+from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.protocol import EvalConfig
 from verl_cpu.token_output import ContextLimits
 

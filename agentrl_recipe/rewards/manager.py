@@ -3,7 +3,7 @@
 Selected with ``reward.reward_manager.name=agentrl_reward`` (registered by :mod:`agentrl_recipe.plugin`); settings
 come from ``reward.reward_kwargs.*`` (:class:`~agentrl_recipe.rewards.reward_kwargs.RewardKwargs`, every key
 documented there with the paper's value), the
-sandbox from ``agentrl.sandbox`` (:meth:`SandboxConfig.from_trainer_config`, the same block the rollout tool uses).
+sandbox from ``agentrl.sandbox`` (:func:`agentrl_recipe.config.sandbox_config`, the same block the rollout tool uses).
 
 Per trajectory (``run_single`` on verl's 1-row DataProto):
 
@@ -35,12 +35,12 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
 from agentrl_recipe import names, sandbox_routes, trace
+from agentrl_recipe.config import sandbox_config
 from agentrl_recipe.rewards import scoring
 from agentrl_recipe.rewards.isolation import GraderTimeout
 from agentrl_recipe.rewards.reward_kwargs import RewardKwargs
 from agentrl_recipe.rewards.shaping import apply_tool_bonus, overlong_penalty
 from agentrl_sandbox import get_sandbox
-from agentrl_sandbox.config import SandboxConfig
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class AgentRLRewardManager(RewardManagerBase):
         if unused:
             logger.warning("agentrl_reward ignores constructor arguments %s", sorted(unused))
         self.settings = RewardKwargs.from_trainer_config(config)
-        self.sandbox_config = SandboxConfig.from_trainer_config(config)
+        self.sandbox_config = sandbox_config(config)
         # verl hands us its default_compute_score unless reward.custom_reward_function is set; ours replaces it.
         self.custom_score_fn = None if _is_verl_default(compute_score) else compute_score
         self.reward_router_address = reward_router_address

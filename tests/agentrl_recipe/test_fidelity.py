@@ -1,4 +1,4 @@
-"""The fidelity table (agentrl_recipe/fidelity.py) against the composed paper-run config and README."""
+"""The fidelity table (agentrl_recipe/fidelity.py) against the composed paper-run config and docs/reproducing.md."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from omegaconf import OmegaConf
 
 from agentrl_recipe import compat, fidelity
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
-from agentrl_recipe.cli.configs import compose
+from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.rewards.manager import RewardKwargs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "reproducing.md"  # where the fidelity table is
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from agentrl_recipe import names
+from verl_cpu import names as cpu_names
+
+ALL = {**names.REGISTERED, **cpu_names.REGISTERED}  # the recipe's plugin and verl_cpu's, both loaded by verl
 
 # Prints, as JSON, which of our names each verl registry holds after a plain `import verl`.
 REGISTRY_PROBE = textwrap.dedent(
@@ -25,6 +28,7 @@ REGISTRY_PROBE = textwrap.dedent(
     from verl.workers.rollout.replica import RolloutReplicaRegistry
     from verl.checkpoint_engine.base import CheckpointEngineRegistry
     from agentrl_recipe import names
+    from verl_cpu import names as cpu_names
 
     def replica_registered(name):
         try:
@@ -66,8 +70,8 @@ def _run(code: str, env: dict[str, str] | None = None, timeout: int = 180) -> su
 
 
 def test_every_registered_name_has_the_prefix() -> None:
-    assert all(name.startswith("agentrl_") for name in names.REGISTERED.values())
-    assert len(set(names.REGISTERED.values())) == len(names.REGISTERED)
+    assert all(name.startswith("agentrl_") for name in ALL.values())
+    assert len(set(ALL.values())) == len(ALL) == len(names.REGISTERED) + len(cpu_names.REGISTERED)
 
 
 def test_doctor_looks_every_registered_kind_up_in_a_verl_registry() -> None:
@@ -76,8 +80,8 @@ def test_doctor_looks_every_registered_kind_up_in_a_verl_registry() -> None:
     from agentrl_recipe.cli import doctor
 
     importlib.import_module("agentrl_recipe.plugin")  # registers, as verl's entry point does
-    assert set(doctor.REGISTRIES) == set(names.REGISTERED)
-    for kind, name in names.REGISTERED.items():
+    assert set(doctor.REGISTRIES) == set(ALL)
+    for kind, name in ALL.items():
         assert doctor._registry_entry(kind, name) is not None, (kind, name, doctor.REGISTRIES[kind])
         assert doctor._registry_entry(kind, "agentrl_no_such_name") is None, kind
 
@@ -86,13 +90,21 @@ def test_plain_import_verl_registers_every_name() -> None:
     proc = _run(REGISTRY_PROBE + "print('@@' + json.dumps(seen()))")
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.rsplit("@@", 1)[1])
-    assert seen == dict.fromkeys(names.REGISTERED, True), proc.stderr[-3000:]
+    assert seen == dict.fromkeys(ALL, True), proc.stderr[-3000:]
 
 
 def test_plugin_opt_out_env_var_disables_registration() -> None:
     proc = _run(REGISTRY_PROBE + "print('@@' + json.dumps(seen()))", env={"VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, False)
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(ALL, False)
+
+
+def test_verl_cpu_loads_and_switches_off_on_its_own() -> None:
+    """verl_cpu is its own verl plugin: VERL_CPU_DISABLE=1 keeps its names out, the recipe's stay registered."""
+    proc = _run(REGISTRY_PROBE + "print('@@' + json.dumps(seen()))", env={"VERL_CPU_DISABLE": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = {**dict.fromkeys(names.REGISTERED, True), **dict.fromkeys(cpu_names.REGISTERED, False)}
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == expected
 
 
 def test_names_are_registered_inside_a_ray_worker() -> None:
@@ -112,7 +124,7 @@ def test_names_are_registered_inside_a_ray_worker() -> None:
     )
     proc = _run(code, env={"RAY_AUTH_MODE": "disabled"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, True)
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(ALL, True)
 
 
 def test_plugin_import_logs_what_it_registered() -> None:
@@ -120,7 +132,7 @@ def test_plugin_import_logs_what_it_registered() -> None:
     proc = _run(code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(ln for ln in proc.stderr.splitlines() if "agentrl_recipe registered:" in ln)
-    for name in names.REGISTERED.values():
+    for name in names.REGISTERED.values():  # the recipe plugin logs its own names
         assert name in line
 
 
@@ -133,7 +145,7 @@ def test_doctor_json_reports_versions_and_names(agentrl_cache: Path) -> None:
     assert report["ok"] is True and report["problems"] == []
     assert report["verl_version"] == "0.9.1"
     assert report["plugin_loaded_by_verl"] is True
-    for kind, name in names.REGISTERED.items():
+    for kind, name in ALL.items():
         assert report["registered"][kind] == {**report["registered"][kind], "name": name, "registered": True}
         assert report["registered"][kind]["importable"] is True
     engine = report["registered"]["checkpoint_engine"]
@@ -193,4 +205,4 @@ def test_importing_a_plugin_module_before_verl_still_registers_everything(first_
     # half-initialised when the plugin needs it (see agentrl_recipe/rewards/__init__.py).
     proc = _run(f"import {first_import}\n" + REGISTRY_PROBE + "print('@@' + json.dumps(seen()))")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(names.REGISTERED, True), proc.stderr[-3000:]
+    assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(ALL, True), proc.stderr[-3000:]

@@ -24,7 +24,7 @@ from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.local import LocalSandbox
 from agentrl_sandbox.types import check_files, classify
 
-REPO = str(Path(__file__).resolve().parents[4])
+REPO = str(Path(__file__).resolve().parents[2])
 CLI = [sys.executable, "-m", "agentrl_recipe.cli", "sandbox"]
 
 

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl_recipe import names
+from agentrl_recipe.problems import read_local_file
 from data_prep import eval_lcb, prompts
 from data_prep import eval_sets as prep_eval
-from data_prep.files import read_local_file
 from data_prep.rows import ConvertError
 
 
@@ -32,7 +32,7 @@ def test_eval_sets_from_upstream_fixtures(eval_dir: Path) -> None:
 
 
 def test_eval_files_load_with_the_eval_loader(eval_dir: Path) -> None:
-    from agentrl_recipe.eval.problems import load_problems
+    from agentrl_recipe.eval.eval_set import load_problems
 
     problems = load_problems([str(eval_dir)])
     assert len(problems) == 9

@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl_recipe import names
+from agentrl_recipe.problems import read_local_file
 from agentrl_recipe.rewards.code.assert_tests import AssertTests, parse_code_tests
 from data_prep import prompts
 from data_prep import rl_mix as prep_rl
 from data_prep import rl_released as released
-from data_prep.files import read_local_file
 from data_prep.schema import validate_file
 
 FIXTURE = "open_agentrl_30k.jsonl"  # rows 0-8 valid (each ground-truth form), 9 unknown test form, 10 unknown label

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl_recipe import cli, names
+from agentrl_recipe.problems import read_local_file
 from data_prep import sft_released as prep_sft
-from data_prep.files import read_local_file
 from data_prep.rows import ConvertError
 from data_prep.sft_format import (
     DEFAULT_TOOL_CONFIG,

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from agentrl_recipe.cli import configs
+from agentrl_recipe.cli.configs.checks import check
+from agentrl_recipe.cli.configs.files import compose
 
 SFT_DELTAS = {
     "data.train_files", "data.micro_batch_size_per_gpu", "model.path", "trainer.default_local_dir",
@@ -33,7 +34,7 @@ def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _differences(a: str, b: str) -> set[str]:
-    fa, fb = (_flat(OmegaConf.to_container(configs.compose(n)[0], resolve=False)) for n in (a, b))
+    fa, fb = (_flat(OmegaConf.to_container(compose(n)[0], resolve=False)) for n in (a, b))
     return {k for k in fa.keys() | fb.keys() if fa.get(k, "<absent>") != fb.get(k, "<absent>")}
 
 
@@ -47,5 +48,5 @@ def test_demo_config_differs_from_the_cpu_config_only_where_declared(cpu: str, d
 
 @pytest.mark.parametrize("name", ["agentrl_sft_demo", "agentrl_rl_demo"])
 def test_demo_configs_pass_the_check(name: str) -> None:
-    report = configs.check(name, [], strict_paths=False)
+    report = check(name, [], strict_paths=False)
     assert report.ok, report.format()

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from agentrl_recipe import names
+from agentrl_recipe.cpu_task import task as demo_task
+from agentrl_recipe.cpu_task import teacher as demo_teacher
 from demo import demo_report, demo_runs
-from demo import task as demo_task
-from demo import teacher as demo_teacher
 
 
 def test_splits_are_deterministic_disjoint_and_correct() -> None:

@@ -14,7 +14,7 @@ from filelock import FileLock
 from shared_session import shared_dir
 from trainer_helpers import launch, tail
 
-from demo import cpu_inputs
+from agentrl_recipe.cpu_task import inputs as cpu_inputs
 
 SFT_STEPS = 60  # enough for the tiny model to learn the tool-call format and to end its turns
 

@@ -1,6 +1,6 @@
 """Every shipped config composes against verl 0.9.1 and passes `configs check`; broken configs fail loudly.
 
-verl's import (~15 s with the plugin) happens once per process: `configs._registries()` is cached.
+verl's import (~15 s with the plugin) happens once per process: `registries()` is cached.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import pytest
 import yaml
 
 from agentrl_recipe.cli import configs
+from agentrl_recipe.cli.configs.checks import CheckReport, check
+from agentrl_recipe.cli.configs.files import compose, list_configs, locate
 
-SHIPPED = [name for name, _, _ in configs.list_configs()]
+SHIPPED = [name for name, _, _ in list_configs()]
 
 
 def _overlay(tmp_path: Path, base: str, body: dict, name: str = "user_cfg") -> Path:
@@ -33,7 +35,7 @@ def _merge(into: dict, extra: dict) -> None:
             into[key] = value
 
 
-def _errors(report: configs.CheckReport) -> str:
+def _errors(report: CheckReport) -> str:
     return "\n".join(str(p) for p in report.errors)
 
 
@@ -72,14 +74,14 @@ def test_the_paper_runs_and_ablations_are_shipped() -> None:
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_config_passes(name: str) -> None:
-    report = configs.check(name)
+    report = check(name)
     assert report.ok, report.format()
     assert report.kind == ("sft" if "sft" in name else "rl")
 
 
 def test_an_overlay_typo_fails_with_a_suggestion(tmp_path: Path) -> None:
     path = _overlay(tmp_path, "agentrl_rl", {"actor_rollout_ref": {"rollout": {"multi_trun": {"enable": True}}}})
-    report = configs.check(str(path))
+    report = check(str(path))
     assert not report.ok
     assert "actor_rollout_ref.rollout.multi_trun.enable" in _errors(report)
     assert "did you mean actor_rollout_ref.rollout.multi_turn" in _errors(report)
@@ -87,7 +89,7 @@ def test_an_overlay_typo_fails_with_a_suggestion(tmp_path: Path) -> None:
 
 def test_typos_in_the_plugin_namespaces_fail(tmp_path: Path) -> None:
     body = {"agentrl": {"sandbox": {"timeout": 5}, "sandbx": {}}, "reward": {"reward_kwargs": {"tool_bonuss": "off"}}}
-    errors = _errors(configs.check(str(_overlay(tmp_path, "agentrl_rl", body))))
+    errors = _errors(check(str(_overlay(tmp_path, "agentrl_rl", body))))
     assert "agentrl.sandbox" in errors and "timeout" in errors
     assert "agentrl.sandbx: unknown section" in errors
     assert "reward.reward_kwargs" in errors and "tool_bonuss" in errors
@@ -95,7 +97,7 @@ def test_typos_in_the_plugin_namespaces_fail(tmp_path: Path) -> None:
 
 def test_a_bad_plugin_value_fails(tmp_path: Path) -> None:
     body = {"reward": {"reward_kwargs": {"tool_bonus": "sometimes"}}}
-    errors = _errors(configs.check(str(_overlay(tmp_path, "agentrl_rl", body))))
+    errors = _errors(check(str(_overlay(tmp_path, "agentrl_rl", body))))
     assert "tool_bonus" in errors and "sometimes" in errors
 
 
@@ -111,13 +113,13 @@ def test_a_bad_plugin_value_fails(tmp_path: Path) -> None:
     ],
 )
 def test_legacy_keys_fail_naming_the_replacement(tmp_path: Path, base: str, body: dict, replacement: str) -> None:
-    report = configs.check(str(_overlay(tmp_path, base, body)))
+    report = check(str(_overlay(tmp_path, base, body)))
     assert not report.ok
     assert "legacy key" in _errors(report) and replacement in _errors(report)
 
 
 def test_a_legacy_cli_override_fails_too() -> None:
-    report = configs.check("agentrl_rl", ["reward_model.reward_manager=dapo"])
+    report = check("agentrl_rl", ["reward_model.reward_manager=dapo"])
     assert "use reward.reward_manager.name" in _errors(report)
 
 
@@ -131,7 +133,7 @@ def test_unregistered_names_and_missing_files_fail(tmp_path: Path) -> None:
         "reward": {"reward_manager": {"name": "agentrl_rewards"}},
         "data": {"custom_cls": {"path": "no_such_dataset.py", "name": "MyDataset"}},
     }
-    errors = _errors(configs.check(str(_overlay(tmp_path, "agentrl_rl", body))))
+    errors = _errors(check(str(_overlay(tmp_path, "agentrl_rl", body))))
     assert "advantage estimator 'agentrl_grpoo' is not registered" in errors
     assert "policy loss 'tcr' is not registered" in errors
     assert "reward manager 'agentrl_rewards' is not registered" in errors
@@ -139,20 +141,20 @@ def test_unregistered_names_and_missing_files_fail(tmp_path: Path) -> None:
 
 
 def test_token_budgets_are_checked_before_a_gpu_is_touched() -> None:
-    report = configs.check("agentrl_rl", ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096"])
+    report = check("agentrl_rl", ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096"])
     assert "ppo_max_token_len_per_gpu" in _errors(report) and "23040" in _errors(report)
 
 
 def test_verl_validate_config_runs() -> None:
     # 64 prompts × n 16 = 1024 trajectories do not split over 1000 GPUs without dynamic batching.
     overrides = ["actor_rollout_ref.actor.use_dynamic_bsz=false", "trainer.n_gpus_per_node=1000"]
-    report = configs.check("agentrl_rl", overrides)
+    report = check("agentrl_rl", overrides)
     assert "validate_config" in _errors(report) or "divisible" in _errors(report)
 
 
 def test_strict_paths_turn_missing_data_into_errors() -> None:
-    lenient = configs.check("agentrl_rl", ["data.train_files=/nonexistent/train.parquet"])
-    strict = configs.check("agentrl_rl", ["data.train_files=/nonexistent/train.parquet"], strict_paths=True)
+    lenient = check("agentrl_rl", ["data.train_files=/nonexistent/train.parquet"])
+    strict = check("agentrl_rl", ["data.train_files=/nonexistent/train.parquet"], strict_paths=True)
     assert lenient.ok and any("/nonexistent/train.parquet" in str(w) for w in lenient.warnings)
     assert not strict.ok and "/nonexistent/train.parquet" in _errors(strict)
 
@@ -164,10 +166,10 @@ def test_copy_keeps_the_composed_config(tmp_path: Path) -> None:
     assert copied == tmp_path / "grpo_t.yaml"
     with pytest.raises(FileExistsError):
         configs.copy_config("ablations/grpo_t", tmp_path)
-    original, _ = configs.compose("ablations/grpo_t")
-    mine, _ = configs.compose(str(copied))
+    original, _ = compose("ablations/grpo_t")
+    mine, _ = compose(str(copied))
     assert OmegaConf.to_container(original) == OmegaConf.to_container(mine)
-    assert configs.check(str(copied)).ok
+    assert check(str(copied)).ok
 
 
 def test_cli_list_show_check(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -188,4 +190,4 @@ def test_cli_list_show_check(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     out = capsys.readouterr().out
     assert "OK agentrl_rl" in out and "FAIL" in out and "trainer.totl_epochs" in out and "1/2 configs pass" in out
     with pytest.raises(FileNotFoundError, match="did you mean agentrl_rl_qwen3_4b"):
-        configs.locate("agentrl_rl_qwen3_4")
+        locate("agentrl_rl_qwen3_4")

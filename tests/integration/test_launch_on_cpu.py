@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from agentrl_recipe import names
-from agentrl_recipe.cli import configs, launch
+from agentrl_recipe.cli import launch
+from agentrl_recipe.cli.configs.checks import registries
+from agentrl_recipe.cli.configs.files import locate
+from agentrl_recipe.cli.launch_env import file_logger_env
 from agentrl_sandbox.config import ENV_SANDBOX_URL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,14 +139,14 @@ def test_rl_smoke_dry_run_builds_its_inputs_on_cpu(tmp_path: Path, monkeypatch, 
     assert "--config-name=agentrl_rl_smoke" in command
     assert f"actor_rollout_ref.model.path={model}" in command and f"data.train_files={data}" in command
     # the plugin is what verl sees: every registered name resolves
-    reg = configs._registries()
+    reg = registries()
     assert names.ADV_ESTIMATOR in reg["adv_estimator"] and names.POLICY_LOSS in reg["policy_loss"]
     assert names.REWARD_MANAGER in reg["reward_manager"] and names.AGENT_LOOP in reg["agent_loop"]
 
 
 @pytest.mark.parametrize("stage", ["sft", "rl"])
 def test_default_configs(stage: str) -> None:
-    assert configs.locate(f"agentrl_{stage}")[2].is_file()
+    assert locate(f"agentrl_{stage}")[2].is_file()
 
 
 def test_file_logger_writes_under_the_checkpoint_dir(monkeypatch, tmp_path) -> None:
@@ -152,9 +155,9 @@ def test_file_logger_writes_under_the_checkpoint_dir(monkeypatch, tmp_path) -> N
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
     monkeypatch.delenv("VERL_FILE_LOGGER_ROOT", raising=False)
     cfg = OmegaConf.create({"trainer": {"logger": ["console", "file"], "default_local_dir": str(tmp_path / "ckpt")}})
-    assert launch.file_logger_env(cfg) == {"VERL_FILE_LOGGER_ROOT": str(tmp_path / "ckpt")}
+    assert file_logger_env(cfg) == {"VERL_FILE_LOGGER_ROOT": str(tmp_path / "ckpt")}
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "m.jsonl"))  # the user's choice wins
-    assert launch.file_logger_env(cfg) == {}
+    assert file_logger_env(cfg) == {}
     cfg.trainer.logger = ["console"]
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH")
-    assert launch.file_logger_env(cfg) == {}
+    assert file_logger_env(cfg) == {}

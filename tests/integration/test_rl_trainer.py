@@ -26,7 +26,7 @@ from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, s
 
 from agentrl_recipe import names, trace
 from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
-from agentrl_recipe.cli import configs
+from agentrl_recipe.cli.configs.files import compose
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
@@ -195,7 +195,7 @@ def test_a_killed_run_resumes_where_it_left_off(killed_and_resumed, cpu_inputs_d
 
 
 def _updates_per_step() -> int:
-    cfg, _ = configs.compose("agentrl_rl_cpu")
+    cfg, _ = compose("agentrl_rl_cpu")
     actor = cfg.actor_rollout_ref.actor
     return cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
 

@@ -1,4 +1,4 @@
-"""The host side both sandbox drivers share (:mod:`._driver` for I/O tests, :mod:`._assert_driver` for asserts): their
+"""The host side both sandbox drivers share (:mod:`._io_driver` for I/O tests, :mod:`._assert_driver` for asserts): their
 source, the frames they write, and one program's grade as it progresses across sandbox executions.
 
 A driver runs the tests one after the other in one execution and reports each in a frame tagged with a per-request
@@ -29,7 +29,7 @@ DEATH_STATUS = {"timeout": "timeout", "memory_exceeded": "memory_exceeded", "out
 @cache
 def driver_source(filename: str) -> str:
     """A driver file's text plus its entry call: what the sandbox runs (standard library only, no package there)."""
-    text = resources.files("agentrl_recipe.rewards").joinpath(filename).read_text(encoding="utf-8")
+    text = resources.files("agentrl_recipe.rewards.code").joinpath(filename).read_text(encoding="utf-8")
     return text + "\n_main()\n"
 
 

@@ -121,7 +121,7 @@ async def agrade_program(
             progress.died(res, _death_error(res))
         return False
 
-    return await progress.run(sandbox, "_driver.py", payload, read, memory_mb)
+    return await progress.run(sandbox, "_io_driver.py", payload, read, memory_mb)
 
 
 def grade_program(program: str, tests: CodeTests | str | Mapping[str, Any], **kwargs: Any) -> CodeGrade:

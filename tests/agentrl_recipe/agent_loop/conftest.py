@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from agentrl_recipe.cli.configs import config_dir
+from agentrl_recipe.config_paths import config_dir
 from agentrl_recipe.rollout import compose_config
 
 TOOL_CONFIG = config_dir() / "tools" / "code_interpreter.yaml"

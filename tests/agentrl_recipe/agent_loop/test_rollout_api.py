@@ -8,7 +8,7 @@ import pytest
 from loop_helpers import row
 
 from agentrl_recipe import names
-from agentrl_recipe.cli.configs import config_dir
+from agentrl_recipe.config_paths import config_dir
 from agentrl_recipe.rollout import ROW_INDEX, SAMPLE_INDEX, compose_config, make_batch, rollout
 
 

@@ -14,8 +14,8 @@ from loop_helpers import call, row, with_updates
 from transformers import AutoTokenizer
 
 from agentrl_recipe import names
+from agentrl_recipe.cpu_task.tiny_model import chat_template
 from agentrl_recipe.rollout import Rollout
-from agentrl_recipe.tiny_model import chat_template
 from verl_cpu.scripted import ScriptedClient, turns
 from verl_cpu.token_output import ContextLimits
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentrl_recipe.agent_loop.trajectory import Trajectory
-from agentrl_recipe.eval.problems import EvalProblem
+from agentrl_recipe.eval.eval_set import EvalProblem
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVAL_PARQUET = FIXTURES / "eval_small.parquet"

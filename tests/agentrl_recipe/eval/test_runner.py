@@ -194,7 +194,7 @@ def test_bad_eval_rows_fail_with_the_file_and_row(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from agentrl_recipe.eval.problems import load_problems
+    from agentrl_recipe.eval.eval_set import load_problems
 
     bad = tmp_path / "bad.parquet"
     pq.write_table(

@@ -33,7 +33,7 @@ async def test_infra_errors_are_retried_then_the_rest_is_marked() -> None:
     sandbox = ScriptedSandbox(*(ExecResult.infra("down") for _ in range(driver_runs.INFRA_RETRIES + 1)))
     progress = GradeProgress(2, 1.0, None)
     while (budget := progress.budget()) is not None:
-        assert await progress.execute(sandbox, "_driver.py", {"start": progress.start}, budget, None) is None
+        assert await progress.execute(sandbox, "_io_driver.py", {"start": progress.start}, budget, None) is None
     grade = progress.grade()
     assert (grade.statuses, grade.infra_failure, grade.executions) == (["infra_error"] * 2, True, 3)
     assert grade.first_error == "sandbox infra_error: down"
@@ -45,7 +45,7 @@ async def test_a_death_fails_the_test_in_progress_and_the_next_execution_resumes
     sandbox = ScriptedSandbox(first, second)
     progress = GradeProgress(3, 1.0, None)
     while (budget := progress.budget()) is not None:
-        res, frames = await progress.execute(sandbox, "_driver.py", {"start": progress.start}, budget, None)
+        res, frames = await progress.execute(sandbox, "_io_driver.py", {"start": progress.start}, budget, None)
         for frame in frames:
             if frame.get("t") == "result" and frame["i"] == progress.start:
                 progress.record("passed")
