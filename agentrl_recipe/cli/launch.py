@@ -1,8 +1,8 @@
 """``make sft`` / ``make rl`` / ``make rl-smoke``: turn a shipped config plus a few knobs into verl's own command line.
 
-Every launch first runs :func:`agentrl_recipe.cli.configs.check` on the config with the exact overrides it will pass,
-so a typo'd or legacy key stops the run before a GPU is touched. ``--dry-run`` (``DRY_RUN=1``) prints the composed
-config, the check report and the command, and exits — on any machine, no GPU needed.
+Every launch first runs :func:`agentrl_recipe.cli.configs.checks.check` on the config with the exact overrides it
+will pass, so a typo'd or legacy key stops the run before a GPU is touched. ``--dry-run`` (``DRY_RUN=1``) prints the
+composed config, the check report and the command, and exits — on any machine, no GPU needed.
 
 - **SFT** runs verl's SFT trainer under torchrun: ``python -m torch.distributed.run --nnodes N --nproc-per-node G
   [--rdzv-* for N > 1] -m verl.trainer.sft_trainer --config-path=<abs verl_configs> --config-name=<name> ...``. For
@@ -15,8 +15,9 @@ config, the check report and the command, and exits — on any machine, no GPU n
   variable, and ``AGENTRL_SANDBOX_URL`` when given, go into ``ray_kwargs.ray_init.runtime_env.env_vars``: remote
   workers do not inherit the driver's environment. Relative paths are made absolute, because Ray workers do not run
   in the driver's working directory (on a cluster they must lie on a filesystem every node sees).
-- **rl-smoke** builds the tiny offline model and a 16-row RL parquet under ``outputs/rl_smoke/`` (CPU), then runs
-  two GRPO-TCR steps of ``agentrl_rl_smoke`` on one GPU (vLLM + FSDP, the real plugin, sandbox and reward).
+- **rl-smoke** builds the tiny offline model and a 16-row RL parquet under ``outputs/rl_smoke/`` (CPU, seconds:
+  :func:`prepare_smoke`), then runs two GRPO-TCR steps of ``agentrl_rl_smoke`` on one GPU (vLLM + FSDP, the real
+  plugin, sandbox and reward).
 - **rl-smoke-paper-layout** runs ``agentrl_rl_smoke_paper_layout`` (the paper's TP 4 / SP 4 / offload /
   remove-padding / 8-GPU layout, same tiny inputs) twice: step 1 with a checkpoint, then a launch that resumes from
   it, trains step 2 and validates — the first thing to run on a new cluster.
@@ -27,19 +28,31 @@ config, the check report and the command, and exits — on any machine, no GPU n
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from agentrl_recipe.cli import configs, preflight
+from agentrl_recipe import names
+from agentrl_recipe.cli import preflight
+from agentrl_recipe.cli.configs.checks import check, resolved
+from agentrl_recipe.cli.configs.files import compose, find_file, locate
 from agentrl_recipe.cli.launch_env import file_logger_env, platform_env, rl_env
-from agentrl_recipe.cli.smoke import SMOKE_STAGES, prepare_smoke
+from agentrl_recipe.cpu_task import inputs as cpu_inputs
+from agentrl_recipe.cpu_task.tiny_model import TinyModelSpec, build_tiny_model
 from agentrl_sandbox.config import ENV_SANDBOX_URL
-from demo import cpu_inputs
+from data_prep.files import atomic_write_parquet
+
+SMOKE_CONFIG = "agentrl_rl_smoke"
+# The paper's layout on the tiny model (8 GPUs): step 1 with a checkpoint, then a second launch resuming from it.
+PAPER_LAYOUT_SMOKE_CONFIG = "agentrl_rl_smoke_paper_layout"
+SMOKE_STAGES = {"rl-smoke": SMOKE_CONFIG, "rl-smoke-paper-layout": PAPER_LAYOUT_SMOKE_CONFIG}
+SMOKE_DIR = Path("outputs/rl_smoke")
 
 # Keys holding file paths that Ray workers open; made absolute when they exist relative to the cwd or repo root.
 RL_PATH_KEYS = (
@@ -66,7 +79,7 @@ def _absolute(value: object) -> object:
         return [_absolute(v) for v in value]
     if not isinstance(value, str) or not value or "://" in value or os.path.isabs(value):
         return value
-    found = configs.find_file(value)
+    found = find_file(value)
     return str(found.resolve()) if found is not None else value
 
 
@@ -88,11 +101,11 @@ def build_overrides(args: argparse.Namespace, stage: str) -> list[str]:
 
 
 def _absolute_path_overrides(name: str, overrides: list[str]) -> list[str]:
-    cfg, _ = configs.compose(name, overrides)
+    cfg, _ = compose(name, overrides)
     extra = []
     for key in RL_PATH_KEYS:
         try:
-            value = configs.resolved(cfg, key)
+            value = resolved(cfg, key)
         except Exception:
             continue
         absolute = os.path.abspath(value) if key in RL_OUTPUT_KEYS and isinstance(value, str) else _absolute(value)
@@ -102,8 +115,8 @@ def _absolute_path_overrides(name: str, overrides: list[str]) -> list[str]:
 
 
 def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
-    directory, config_name, _ = configs.locate(name)
-    cfg, _ = configs.compose(name, overrides)
+    directory, config_name, _ = locate(name)
+    cfg, _ = compose(name, overrides)
     nnodes = int(cfg.trainer.nnodes)
     nproc = int(cfg.trainer.n_gpus_per_node)
     torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={nproc}"]
@@ -130,8 +143,8 @@ def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tu
 
 
 def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
-    directory, config_name, _ = configs.locate(name)
-    cfg, _ = configs.compose(name, overrides)
+    directory, config_name, _ = locate(name)
+    cfg, _ = compose(name, overrides)
     env = rl_env(cfg, args.sandbox_url)
     extra = _absolute_path_overrides(name, overrides)
     if os.environ.get("RAY_ADDRESS"):
@@ -179,7 +192,7 @@ def main(args: argparse.Namespace) -> int:
     stage = "rl" if args.stage in SMOKE_STAGES else args.stage
     name = _prepare_inputs(args, stage)
     overrides = build_overrides(args, stage)
-    report = configs.check(name, overrides, strict_paths=not args.dry_run or args.stage in SMOKE_STAGES)
+    report = check(name, overrides, strict_paths=not args.dry_run or args.stage in SMOKE_STAGES)
     if args.dry_run and report.kind != "?":
         _print_composed(name, overrides)
     print(report.format())
@@ -220,8 +233,40 @@ def _prepare_inputs(args: argparse.Namespace, stage: str) -> str:
     return name
 
 
+def prepare_smoke(out_dir: Path = SMOKE_DIR) -> dict[str, Path]:
+    """The tiny model and a 16-row math/code RL parquet (train = val) for the GPU smoke run; CPU only, seconds."""
+    model_dir = out_dir / "tiny_model"
+    if not (model_dir / "config.json").is_file():
+        # head_dim 64 (256 / 4): every vLLM attention backend supports it; the default tiny model's 32 is not universal.
+        build_tiny_model(model_dir, TinyModelSpec(hidden_size=256, intermediate_size=512))
+    train = out_dir / "train.parquet"
+    atomic_write_parquet(train, _smoke_rows())
+    return {"model": model_dir, "train": train}
+
+
+def _smoke_rows() -> list[dict]:
+    """12 math rows (a product to compute with the code tool) and 4 stdin/stdout code rows, indexed in order."""
+    # rows imports verl (~7 s): only the smoke stages pay it, not every `make sft|rl` launch.
+    from data_prep.rows import rl_row
+
+    prompt = "Compute {a} * {b} with the code tool. Put the answer in \\boxed{{}}."
+    rows = [
+        rl_row(names.DS_DAPO, prompt.format(a=a, b=b), "math", str(a * b), {"source_id": f"smoke-math-{i}"})
+        for i, (a, b) in enumerate((17 + 3 * i, 5 + i) for i in range(12))
+    ]
+    for i in range(4):
+        tests = {"inputs": [f"{i}\n"], "outputs": [f"{i + 1}\n"], "fn_name": None}
+        code_prompt = "Read an integer n and print n + 1. Answer in ```python```."
+        rows.append(
+            rl_row(names.DS_SKYWORK_CODE, code_prompt, "code", json.dumps(tests), {"source_id": f"smoke-code-{i}"})
+        )
+    for index, row in enumerate(rows):
+        row["extra_info"]["index"] = index
+    return rows
+
+
 def _print_composed(name: str, overrides: list[str]) -> None:
-    cfg, _ = configs.compose(name, overrides)
+    cfg, _ = compose(name, overrides)
     try:
         print(OmegaConf.to_yaml(cfg, resolve=True), end="")
     except Exception:  # a mandatory ??? value or a bad interpolation: the report below names it

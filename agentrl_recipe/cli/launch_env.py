@@ -16,7 +16,6 @@ from agentrl_sandbox.config import (
     ENV_SANDBOX_PROCESSES_PER_NODE,
     ENV_SANDBOX_URL,
 )
-from verl_cpu import PLATFORM_ENV
 from verl_cpu import names as cpu_names
 
 PLUGIN_MODULE = "agentrl_recipe.plugin"
@@ -25,7 +24,7 @@ FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER
 
 def platform_env(cfg: Any) -> dict[str, str]:
     """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
-    return {PLATFORM_ENV: cpu_names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
+    return {cpu_names.PLATFORM_ENV: cpu_names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
 
 
 def file_logger_env(cfg: Any) -> dict[str, str]:

@@ -28,11 +28,14 @@ import dataclasses
 import json
 import math
 import sys
+from typing import Any
 
-from agentrl_recipe.cli import configs
-from agentrl_recipe.cli.preflight_facts import NodeFacts, gather
-from agentrl_recipe.cli.preflight_layout import Layout, layout, model_parameters
-from agentrl_sandbox.config import SandboxConfig
+from omegaconf import OmegaConf
+
+from agentrl_recipe.cli.configs.checks import check
+from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.cli.preflight_facts import NodeFacts, gather, model_parameters
+from agentrl_recipe.config import sandbox_config, to_plain
 
 # Minimum Linux driver per CUDA major version (NVIDIA's CUDA compatibility table, minor-version compatibility).
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
@@ -50,6 +53,63 @@ class Result:
 
     def line(self) -> str:
         return f"{'ok  ' if self.ok else 'FAIL'} {self.check}: {self.message}"
+
+
+# ---------------------------------------------------------------------------------------- what the checks read
+@dataclasses.dataclass
+class Layout:
+    """The config keys the checks read, for one config kind (rl or sft)."""
+
+    kind: str
+    device: str
+    nnodes: int
+    gpus_per_node: int
+    tensor_parallel: int
+    gpu_memory_utilization: float
+    attn_implementation: str
+    model_path: str
+    checkpoint_dir: str
+    save_freq: int
+    total_steps: int | None
+    keep: int | None
+    hf_export: bool
+    storage_units: int
+    ray_init_num_cpus: int | None
+
+    @property
+    def gpu(self) -> bool:
+        return self.device != "cpu"
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    return to_plain(OmegaConf.select(cfg, key, default=default))
+
+
+def layout(cfg: Any, kind: str) -> Layout:
+    """The keys of a composed ``kind`` (rl / sft) config that the preflight checks read."""
+    rl = kind == "rl"
+    model = "actor_rollout_ref.model" if rl else "model"
+    contents = _get(cfg, "actor_rollout_ref.actor.checkpoint.save_contents" if rl else "checkpoint.save_contents")
+    uses_tq = bool(_get(cfg, "trainer.use_v1", False) or _get(cfg, "transfer_queue.enable", False))
+    return Layout(
+        kind=kind,
+        device=str(_get(cfg, "trainer.device", "cuda")),
+        nnodes=int(_get(cfg, "trainer.nnodes", 1)),
+        gpus_per_node=int(_get(cfg, "trainer.n_gpus_per_node", 1)),
+        tensor_parallel=int(_get(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1) or 1) if rl else 1,
+        gpu_memory_utilization=float(_get(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5) or 0.5),
+        attn_implementation=str(_get(cfg, f"{model}.override_config.attn_implementation", None) or "flash_attention_2"),
+        model_path=str(_get(cfg, f"{model}.path", "")),
+        checkpoint_dir=str(_get(cfg, "trainer.default_local_dir", "checkpoints")),
+        save_freq=int(_get(cfg, "trainer.save_freq", -1) or -1),
+        total_steps=_get(cfg, "trainer.total_training_steps", None),
+        keep=_get(cfg, "trainer.max_actor_ckpt_to_keep" if rl else "trainer.max_ckpt_to_keep", None),
+        hf_export="hf_model" in (contents or []),
+        storage_units=int(_get(cfg, "transfer_queue.backend.SimpleStorage.num_data_storage_units", 8))
+        if uses_tq
+        else 0,
+        ray_init_num_cpus=_get(cfg, "ray_kwargs.ray_init.num_cpus", None),
+    )
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -191,15 +251,15 @@ def judge(lay: Layout, facts: NodeFacts, params: int | None, cheap: bool, sandbo
 
 def run(name: str, overrides: list[str], *, cheap: bool = False) -> list[Result]:
     """Compose ``name`` with ``overrides``, gather this node's facts, and judge them."""
-    report = configs.check(name, overrides)
+    report = check(name, overrides)
     results = [Result("config", report.ok, "configs check passed" if report.ok else report.format())]
     if report.kind not in ("rl", "sft"):
         return results
-    cfg, _ = configs.compose(name, overrides)
+    cfg, _ = compose(name, overrides)
     lay = layout(cfg, report.kind)
     sandbox_cfg = None
     if lay.kind == "rl":
-        sandbox_cfg = SandboxConfig.from_trainer_config(cfg)
+        sandbox_cfg = sandbox_config(cfg)
     facts = gather(
         gpu=lay.gpu,
         rollout=lay.kind == "rl" and lay.gpu,

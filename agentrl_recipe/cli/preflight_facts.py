@@ -1,4 +1,5 @@
-"""What this node has, for :mod:`agentrl_recipe.cli.preflight`: driver, CUDA builds, GPUs, flash-attn, Ray CPUs, disk.
+"""What this node has, for :mod:`agentrl_recipe.cli.preflight`: driver, CUDA builds, GPUs, flash-attn, Ray CPUs, disk,
+and the size of a local model (:func:`model_parameters`), which the GPU-memory and disk budgets need.
 
 Gathering is kept apart from judging so every check can be tested with faked facts on a CPU machine. Nothing here
 initialises CUDA: the driver and the GPUs come from ``nvidia-smi``, the CUDA build from ``torch.version.cuda``.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata as md
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -123,3 +125,18 @@ def gather(
         finally:
             close_all()  # the launcher must not hold a pool while the trainer runs
     return facts
+
+
+def model_parameters(path: str) -> int | None:
+    """Parameter count of a local HF model directory from its safetensors sizes and dtype (None if not local)."""
+    directory = Path(path)
+    files = list(directory.glob("*.safetensors")) if directory.is_dir() else []
+    if not files:
+        return None
+    dtype = "bfloat16"
+    config_file = directory / "config.json"
+    if config_file.is_file():
+        config = json.loads(config_file.read_text())
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or dtype)
+    width = 4 if "32" in dtype else 2
+    return sum(f.stat().st_size for f in files) // width

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl_recipe.cli import configs
-from agentrl_recipe.cli.preflight_layout import Layout, layout
+from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.cli.preflight import Layout, layout
 
 
 @pytest.fixture(scope="module")
 def paper() -> Layout:
-    cfg, _ = configs.compose("agentrl_rl_qwen3_4b")
+    cfg, _ = compose("agentrl_rl_qwen3_4b")
     return layout(cfg, "rl")

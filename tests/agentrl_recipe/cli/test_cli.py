@@ -18,7 +18,8 @@ def test_help_lists_every_subcommand(tmp_path: Path) -> None:
 
 
 def test_no_subcommand_imports_from_the_checkout(tmp_path: Path) -> None:
-    """The installed CLI never edits sys.path nor reaches into a clone: the demo is `make demo` / `python -m demo.demo`."""
+    """The installed CLI never edits sys.path nor reaches into a clone: the demo is `make demo` /
+    `python -m demo.demo`."""
     assert "demo" not in cli.COMMANDS
     proc = subprocess.run(
         [

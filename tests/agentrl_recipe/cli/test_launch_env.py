@@ -15,7 +15,6 @@ from agentrl_sandbox.config import (
     ENV_SANDBOX_PROCESSES_PER_NODE,
     ENV_SANDBOX_URL,
 )
-from verl_cpu import PLATFORM_ENV
 from verl_cpu import names as cpu_names
 
 
@@ -53,7 +52,7 @@ def test_cpu_file_logger_forwarded_variables_and_a_remote_sandbox(
     sandbox = {"backend": "sandbox_fusion", "url": "http://config:1", "pool_size": 3}
     env = rl_env(cfg("cpu", sandbox, ["console", "file"]), None)
     assert env["VERL_USE_EXTERNAL_MODULES"] == f"mine,{PLUGIN_MODULE}"  # once, after the user's
-    assert env[PLATFORM_ENV] == cpu_names.PLATFORM
+    assert env[cpu_names.PLATFORM_ENV] == cpu_names.PLATFORM
     assert env["VERL_FILE_LOGGER_ROOT"] == str(tmp_path / "ck")
     assert env[names.ENV_TRACE_DIR] == "/tmp/trace"
     assert (env[ENV_SANDBOX_URL], env[ENV_SANDBOX_BACKEND]) == ("http://config:1", "sandbox_fusion")

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from agentrl_recipe.cli import configs, launch
+from agentrl_recipe.cli import launch
+from agentrl_recipe.cli.configs.checks import check
+from agentrl_recipe.cli.configs.files import compose
 from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE
 
 NAME = "agentrl_rl_smoke_paper_layout"
@@ -17,8 +19,8 @@ NAME = "agentrl_rl_smoke_paper_layout"
 
 @pytest.mark.slow
 def test_it_has_the_paper_runs_layout() -> None:
-    cfg, _ = configs.compose(NAME)
-    paper, _ = configs.compose("agentrl_rl_qwen3_4b")
+    cfg, _ = compose(NAME)
+    paper, _ = compose("agentrl_rl_qwen3_4b")
     same = [
         "actor_rollout_ref.rollout.tensor_model_parallel_size",
         "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
@@ -36,7 +38,7 @@ def test_it_has_the_paper_runs_layout() -> None:
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.override_config.attn_implementation") is None  # flash-attn
     assert cfg.trainer.save_freq == 1 and cfg.trainer.resume_mode == "auto" and cfg.trainer.total_training_steps == 2
     assert cfg.trainer.val_before_train is False and cfg.actor_rollout_ref.rollout.val_kwargs.n == 2
-    report = configs.check(NAME)
+    report = check(NAME)
     assert report.ok, report.format()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from agentrl_recipe.cli import configs
+from agentrl_recipe.cli.configs.files import compose
 
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
@@ -111,7 +111,7 @@ TABLE = {
 
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_paper_values(name: str) -> None:
-    cfg, _ = configs.compose(name)
+    cfg, _ = compose(name)
     wrong = {}
     for key, expected in TABLE[name].items():
         value = OmegaConf.select(cfg, key, throw_on_missing=True)

@@ -1,4 +1,5 @@
-"""Every preflight check's failure mode with faked node facts: one line naming the fix, and a non-zero exit.
+"""The config keys the preflight checks read, and every check's failure mode with faked node facts: one line naming
+the fix, and a non-zero exit.
 
 ``paper``: the paper run's layout (tests/agentrl_recipe/cli/conftest.py)."""
 
@@ -10,10 +11,24 @@ import dataclasses
 import pytest
 
 from agentrl_recipe.cli import launch, preflight
+from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.cli.preflight_facts import NodeFacts
 
 GIB = 2**30
 PARAMS_4B = 4_000_000_000
+
+
+def test_the_paper_layout_as_the_checks_read_it(paper: preflight.Layout) -> None:
+    assert (paper.gpus_per_node, paper.tensor_parallel, paper.storage_units) == (8, 4, 8)
+    assert paper.attn_implementation == "flash_attention_2" and paper.keep == 4 and paper.save_freq == 30
+    assert paper.kind == "rl" and paper.gpu
+
+
+def test_an_sft_cpu_layout_reads_the_sft_keys() -> None:
+    cfg, _ = compose("agentrl_sft_cpu", ["trainer.max_ckpt_to_keep=2"])
+    lay = preflight.layout(cfg, "sft")
+    assert (lay.kind, lay.device, lay.gpu, lay.tensor_parallel, lay.storage_units) == ("sft", "cpu", False, 1, 0)
+    assert lay.keep == 2 and lay.model_path == str(cfg.model.path)
 
 
 def healthy() -> NodeFacts:

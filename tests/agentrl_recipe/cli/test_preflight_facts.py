@@ -1,7 +1,9 @@
-"""What preflight reads about the node: nvidia-smi's driver and GPUs, Ray's CPUs, free disk."""
+"""What preflight reads about the node: nvidia-smi's driver and GPUs, Ray's CPUs, free disk, a local model's
+parameter count."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -45,3 +47,13 @@ def test_cpu_layout_gathers_only_disk_and_sandbox(monkeypatch) -> None:
         gpu=False, rollout=False, checkpoint_dir=".", ray_init_num_cpus=None, sandbox_config=None, cheap=True
     )
     assert facts.driver_version is None and facts.free_disk_bytes and facts.sandbox is None
+
+
+def test_model_parameters_from_safetensors_sizes(tmp_path: Path) -> None:
+    assert preflight_facts.model_parameters(str(tmp_path)) is None  # no weights
+    assert preflight_facts.model_parameters("Qwen/Qwen3-4B") is None  # a hub id is not local
+    (tmp_path / "model-1.safetensors").write_bytes(b"\0" * 600)
+    (tmp_path / "model-2.safetensors").write_bytes(b"\0" * 400)
+    assert preflight_facts.model_parameters(str(tmp_path)) == 500  # bf16 by default
+    (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "float32"}))
+    assert preflight_facts.model_parameters(str(tmp_path)) == 250

@@ -1,4 +1,4 @@
-"""The GPU smoke run's inputs, built on CPU: the tiny model and 16 RL rows with distinct indices."""
+"""The launcher on CPU: the GPU smoke run's inputs (the tiny model and 16 RL rows with distinct indices)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from agentrl_recipe.cli.smoke import SMOKE_STAGES, prepare_smoke
+from agentrl_recipe.cli.launch import SMOKE_STAGES, prepare_smoke
 
 
 def test_prepare_smoke(tmp_path: Path) -> None:

@@ -191,8 +191,8 @@ def _weight_transport(cfg: Any) -> tuple[list[Finding], list[Finding]]:
         return [], [
             (
                 key,
-                f"{cpu_names.CHECKPOINT_ENGINE} is a CPU/debug backend: every weight goes through host memory and Ray's "
-                "object store; use nccl on GPUs",
+                f"{cpu_names.CHECKPOINT_ENGINE} is a CPU/debug backend: every weight goes through host memory and "
+                "Ray's object store; use nccl on GPUs",
             )
         ]
     return [], []

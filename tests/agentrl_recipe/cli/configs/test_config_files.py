@@ -1,4 +1,6 @@
-"""Finding the shipped configs and telling RL from SFT by the verl root their defaults reach."""
+"""The shipped configs as files: listing them, locating one, telling RL from SFT by the verl root their defaults
+reach, composing one as verl's entry points do (and verl's own base config with the same group choices), and finding
+the files a config refers to."""
 
 from __future__ import annotations
 
@@ -6,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from agentrl_recipe.cli.config_files import kind_of_file, list_configs, locate, verl_root
+from agentrl_recipe.cli.configs.files import (
+    compose,
+    find_file,
+    kind_of_file,
+    list_configs,
+    locate,
+    verl_base,
+    verl_root,
+)
 from agentrl_recipe.config_paths import config_dir
 
 
@@ -45,3 +55,34 @@ def test_the_kind_follows_the_defaults_chain(tmp_path: Path) -> None:
     assert kind_of_file(orphan) is None
     with pytest.raises(ValueError, match="reach none of verl's trainer configs"):
         verl_root(orphan)
+
+
+def test_compose_applies_overrides_and_drops_the_hydra_node(tmp_path: Path) -> None:
+    (tmp_path / "group").mkdir()
+    (tmp_path / "group" / "a.yaml").write_text("value: 1\n")
+    (tmp_path / "group" / "b.yaml").write_text("value: 2\n")
+    (tmp_path / "top.yaml").write_text("defaults:\n  - group: a\n  - _self_\nx: ${group.value}\n")
+    cfg, choices = compose(str(tmp_path / "top.yaml"), ["group=b", "+y=3"])
+    assert "hydra" not in cfg
+    assert (cfg.x, cfg.y) == (2, 3)
+    assert choices["group"] == "b"
+
+
+def test_a_shipped_config_and_verl_base_share_group_choices() -> None:
+    cfg, choices = compose("agentrl_rl")
+    assert cfg.algorithm.adv_estimator and "hydra" not in cfg
+    base = verl_base("ppo_trainer", choices)
+    assert "agentrl" not in base and "actor_rollout_ref" in base
+    assert verl_base("ppo_trainer", choices) is base  # cached: verl's base is composed once per choice set
+
+
+def test_find_file_looks_in_the_cwd_then_beside_the_installed_configs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.txt").touch()
+    assert find_file("here.txt") == tmp_path / "here.txt"
+    shipped = "verl_configs/tools/code_interpreter.yaml"  # what grpo_tcr.yaml names, found wherever installed
+    assert find_file(shipped) == config_dir().parent / shipped
+    assert find_file(str(tmp_path / "here.txt")) == tmp_path / "here.txt"
+    assert find_file("nowhere.txt") is None

@@ -1,16 +1,30 @@
-"""Finding the shipped verl configs: list them, locate one by name or path, and tell an RL config from an SFT one.
+"""The shipped verl configs as files: list them, locate one by name or path, tell an RL config from an SFT one,
+compose one exactly as verl's entry points do, and find the files a config refers to.
 
 The kind comes from the verl root config a file's ``defaults`` chain reaches (``ppo_trainer`` → rl,
-``sft_trainer_engine`` → sft), followed through our own ``recipe/`` bodies.
+``sft_trainer_engine`` → sft), followed through our own ``recipe/`` bodies. Composing uses hydra with
+``pkg://verl.trainer.config`` on the search path, as ``main_ppo`` / ``sft_trainer`` do; :func:`verl_base` is verl's
+own root config with the same config-group choices, which the unknown-key check compares against.
+
+The shipped YAML lives in ``verl_configs/`` at the repo root, so an editable install (``pip install -e .``, what
+``make install`` does) is the supported path; ``AGENTRL_CONFIG_DIR`` points elsewhere
+(:func:`agentrl_recipe.config_paths.config_dir`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import os
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir, initialize_config_module
+from omegaconf import OmegaConf, open_dict
 
 from agentrl_recipe.config_paths import config_dir
 
@@ -18,6 +32,7 @@ NOT_RUNNABLE = ("recipe", "tools", "_generated")  # bodies included by runnable 
 VERL_ROOTS = {"ppo_trainer": "rl", "ppo_megatron_trainer": "rl", "sft_trainer_engine": "sft"}
 
 
+# ------------------------------------------------------------------------------------------- listing and locating
 def list_configs() -> list[tuple[str, str, str]]:
     """(name, kind, one-line description) of every runnable shipped config."""
     root = config_dir()
@@ -61,6 +76,17 @@ def locate(name_or_path: str) -> tuple[Path, str, Path]:
     return root, file.relative_to(root).with_suffix("").as_posix(), file
 
 
+def find_file(value: str) -> Path | None:
+    """A config-referenced path as verl will open it: absolute, or relative to the cwd, else to the folder holding
+    the installed ``verl_configs`` (``verl_configs/tools/...`` names a shipped file wherever the package is)."""
+    path = Path(os.path.expanduser(value))
+    for candidate in [path] if path.is_absolute() else [Path.cwd() / path, config_dir().parent / path]:
+        if candidate.exists():
+            return candidate
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------ the kind
 def _defaults(path: Path) -> list[str]:
     data = yaml.safe_load(path.read_text()) or {}
     entries = []
@@ -91,3 +117,40 @@ def verl_root(path: Path) -> str:
         if entry in VERL_ROOTS:
             return entry
     return "ppo_trainer" if kind == "rl" else "sft_trainer_engine"
+
+
+# ----------------------------------------------------------------------------------------------------- composing
+def _without_hydra(cfg: Any) -> tuple[Any, dict[str, str]]:
+    """(the config without its hydra node, the group choices hydra recorded in it)."""
+    choices = {k: v for k, v in OmegaConf.to_container(cfg.hydra.runtime.choices).items() if v is not None}
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg, choices
+
+
+def compose(name_or_path: str, overrides: Sequence[str] = ()) -> tuple[Any, dict[str, str]]:
+    """Compose a config as verl's entry points would. Returns (config without the hydra node, group choices)."""
+    directory, name, _ = locate(name_or_path)
+    with initialize_config_dir(config_dir=str(directory), version_base=None):
+        cfg = hydra_compose(config_name=name, overrides=list(overrides), return_hydra_config=True)
+    return _without_hydra(cfg)
+
+
+@cache
+def _base(root: str, choice_overrides: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        cfg = hydra_compose(config_name=root, overrides=list(choice_overrides), return_hydra_config=True)
+    return _without_hydra(cfg)
+
+
+def verl_base(root: str, choices: dict[str, str]) -> Any:
+    """verl's own config ``root`` with the same config-group choices (e.g. a megatron actor) as the checked one."""
+    _, base_choices = _base(root, ())
+    changed = tuple(
+        sorted(
+            f"{k}={v}"
+            for k, v in choices.items()
+            if k in base_choices and base_choices[k] != v and "/.." not in k and not k.startswith("hydra/")
+        )
+    )
+    return _base(root, changed)[0]

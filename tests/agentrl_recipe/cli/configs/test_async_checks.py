@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl_recipe.cli import configs
+from agentrl_recipe.cli.configs.checks import check
+from agentrl_recipe.cli.configs.files import compose
 from verl_cpu import names as cpu_names
 
 SEPARATE = "agentrl_rl_qwen3_4b_async"
@@ -23,16 +24,16 @@ DAPO_CAP = [
 
 
 def _errors(name: str, overrides: list[str]) -> dict[str, str]:
-    report = configs.check(name, overrides)
+    report = check(name, overrides)
     return {p.key: p.message for p in report.errors}
 
 
 @pytest.mark.parametrize("name", [SEPARATE, COLOCATE, "agentrl_rl_qwen2_7b_async"])
 def test_the_async_presets_select_the_async_trainer_and_pass(name: str) -> None:
-    report = configs.check(name)
+    report = check(name)
     assert report.ok, report.format()
     assert not [p for p in report.warnings if p.key.startswith(("algorithm.", "trainer.v1"))], report.format()
-    cfg, _ = configs.compose(name)
+    cfg, _ = compose(name)
     v1 = cfg.trainer.v1
     assert v1.trainer_mode == ("colocate_async" if name == COLOCATE else "separate_async")
     assert v1.sampler.custom_sampler.name == "AgentRLReplayBufferAsync"
@@ -42,9 +43,9 @@ def test_the_async_presets_select_the_async_trainer_and_pass(name: str) -> None:
 
 
 def test_the_async_overlay_turns_any_rl_config_async() -> None:
-    report = configs.check("agentrl_rl_qwen3_4b", ["+recipe/async=colocate_async"])
+    report = check("agentrl_rl_qwen3_4b", ["+recipe/async=colocate_async"])
     assert report.ok, report.format()
-    cfg, _ = configs.compose("agentrl_rl_qwen3_4b", ["+recipe/async=colocate_async"])
+    cfg, _ = compose("agentrl_rl_qwen3_4b", ["+recipe/async=colocate_async"])
     assert cfg.trainer.v1.trainer_mode == "colocate_async"
     assert cfg.actor_rollout_ref.actor.clip_ratio_high == 0.315  # the paper run's own values stay
 
@@ -83,30 +84,30 @@ def test_combinations_that_cannot_work_fail(name: str, overrides: list[str], key
 
 
 def test_async_without_rollout_correction_warns() -> None:
-    report = configs.check(COLOCATE, ["algorithm.rollout_correction.rollout_is=null"])
+    report = check(COLOCATE, ["algorithm.rollout_correction.rollout_is=null"])
     assert report.ok, report.format()
     assert any(p.key == "algorithm.rollout_correction.rollout_is" for p in report.warnings), report.format()
 
 
 def test_separate_async_on_cpu_is_one_overlay_and_passes() -> None:
-    report = configs.check(CPU, [SEPARATE_CPU])
+    report = check(CPU, [SEPARATE_CPU])
     assert report.ok, report.format()
     # the SFT export the CPU preset points at exists only after `make sft-cpu`: a fresh clone warns about it
     async_keys = ("algorithm.", "trainer.v1", "actor_rollout_ref")
     assert not [p for p in report.warnings if p.key.startswith(async_keys) and p.key != "actor_rollout_ref.model.path"]
-    cfg, _ = configs.compose(CPU, [SEPARATE_CPU])
+    cfg, _ = compose(CPU, [SEPARATE_CPU])
     assert cfg.trainer.v1.trainer_mode == "separate_async"
     assert cfg.actor_rollout_ref.rollout.checkpoint_engine.backend == cpu_names.CHECKPOINT_ENGINE
     assert cfg.actor_rollout_ref.hybrid_engine is False
     assert cfg.trainer.v1.sampler.custom_sampler.name == "AgentRLReplayBufferAsync"
     assert cfg.ray_kwargs.ray_init.num_gpus == 2
     # an existing Ray cluster (num_gpus null) has its own resources: nothing to check
-    assert configs.check(CPU, [SEPARATE_CPU, "ray_kwargs.ray_init.num_gpus=null"]).ok
+    assert check(CPU, [SEPARATE_CPU, "ray_kwargs.ray_init.num_gpus=null"]).ok
 
 
 def test_the_cpu_engine_on_gpus_is_accepted_with_a_warning() -> None:
     overrides = [f"actor_rollout_ref.rollout.checkpoint_engine.backend={cpu_names.CHECKPOINT_ENGINE}"]
-    report = configs.check(SEPARATE, overrides)
+    report = check(SEPARATE, overrides)
     assert report.ok, report.format()
     (warning,) = [p for p in report.warnings if p.key.endswith("checkpoint_engine.backend")]
     assert "CPU/debug backend" in warning.message

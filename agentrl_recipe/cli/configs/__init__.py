@@ -1,0 +1,101 @@
+"""``agentrl-recipe configs``: list, show, copy and check the shipped verl configs (like torchtune's ``tune ls/cp``).
+
+- ``list``: the runnable shipped configs, their kind (rl / sft) and one-line description;
+- ``show NAME [--composed [--resolve]] [k=v ...]``: the file, or the whole config as verl will see it;
+- ``cp NAME DEST``: a standalone copy to edit, which still finds the shared ``recipe/`` bodies;
+- ``check [NAME ...]``: everything verl 0.9.1 would silently get wrong (:mod:`.checks`).
+
+Finding and composing the configs is :mod:`.files`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from agentrl_recipe.cli.configs.checks import check
+from agentrl_recipe.cli.configs.files import compose, kind_of_file, list_configs, locate
+from agentrl_recipe.config_paths import config_dir
+
+
+def copy_config(name: str, dest: str | os.PathLike, *, force: bool = False) -> Path:
+    """Copy a shipped config to ``dest`` as a standalone primary config that still finds recipe/ bodies."""
+    _, config_name, src = locate(name)
+    target = Path(dest)
+    if target.is_dir():
+        target = target / f"{Path(config_name).name}.yaml"
+    if target.exists() and not force:
+        raise FileExistsError(f"{target} exists; pass --force to overwrite")
+    text = src.read_text()
+    search_line = "    - pkg://verl.trainer.config\n"
+    if search_line not in text:
+        raise ValueError(f"{src} has no `- pkg://verl.trainer.config` searchpath line")
+    # The copy lives outside verl_configs/, so it adds the shipped directory to its search path for recipe/*.yaml.
+    text = text.replace(search_line, search_line + f"    - file://{config_dir()}\n", 1)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub.add_parser("list", help="the shipped runnable configs")
+    show = sub.add_parser("show", help="print a config file, or the whole composed config with --composed")
+    show.add_argument("name", help="shipped config name (e.g. agentrl_rl_qwen3_4b) or a YAML path")
+    show.add_argument("--composed", action="store_true", help="print the full config as verl will see it")
+    show.add_argument("--resolve", action="store_true", help="with --composed: resolve ${...} interpolations")
+    show.add_argument("overrides", nargs="*", help="hydra overrides (key=value) applied with --composed")
+    cp = sub.add_parser("cp", help="copy a shipped config to edit it (it keeps finding the shared recipe/ files)")
+    cp.add_argument("name")
+    cp.add_argument("dest", help="file or directory")
+    cp.add_argument("--force", action="store_true", help="overwrite an existing file")
+    chk = sub.add_parser("check", help="validate configs against verl's schema and the plugin's namespace")
+    chk.add_argument("configs", nargs="*", help="names or YAML paths (default: every shipped config)")
+    chk.add_argument("-o", "--override", action="append", default=[], help="hydra override key=value (repeatable)")
+    chk.add_argument("--strict-paths", action="store_true", help="missing data files / checkpoints are errors")
+    chk.add_argument("--allow", action="append", default=[], help="a key prefix to accept unchecked (repeatable)")
+
+
+def main(args: argparse.Namespace) -> int:
+    actions = {"list": _list_main, "show": _show_main, "cp": _cp_main, "check": _check_main}
+    return actions[args.action](args)
+
+
+def _list_main(args: argparse.Namespace) -> int:
+    rows = list_configs()
+    width = max(len(n) for n, _, _ in rows)
+    for name, kind, title in rows:
+        print(f"{name:<{width}}  {kind:<3}  {title}")
+    return 0
+
+
+def _show_main(args: argparse.Namespace) -> int:
+    if not args.composed:
+        print(locate(args.name)[2].read_text(), end="")
+        return 0
+    cfg, _ = compose(args.name, args.overrides)
+    print(OmegaConf.to_yaml(cfg, resolve=args.resolve), end="")
+    return 0
+
+
+def _cp_main(args: argparse.Namespace) -> int:
+    target = copy_config(args.name, args.dest, force=args.force)
+    kind = kind_of_file(target)
+    print(f"wrote {target}")
+    print(f"run:   make {kind or 'rl'} CONFIG={target}\ncheck: agentrl-recipe configs check {target}")
+    return 0
+
+
+def _check_main(args: argparse.Namespace) -> int:
+    targets = args.configs or [name for name, _, _ in list_configs()]
+    failed = 0
+    for target in targets:
+        report = check(target, args.override, strict_paths=args.strict_paths, allow=args.allow)
+        print(report.format())
+        failed += not report.ok
+    if len(targets) > 1:
+        print(f"{len(targets) - failed}/{len(targets)} configs pass")
+    return 1 if failed else 0
