@@ -104,13 +104,21 @@ def test_every_docs_page_is_linked_from_the_readme() -> None:
     assert not missing, f"README.md links none of {missing}"
 
 
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors of a markdown page (lower case, punctuation dropped, spaces to hyphens)."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*$", FENCE.sub("", page.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(REPO).as_posix() for p in PAGES])
 def test_every_relative_link_points_at_a_file(page: Path) -> None:
     broken = []
     for target in LINK.findall(page.read_text(encoding="utf-8")):
-        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-            continue  # a URL, or an anchor in the same page
-        if not (page.parent / target.split("#", 1)[0]).exists():
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # a URL
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path) if path else page
+        if not file.exists() or (anchor and file.suffix == ".md" and anchor not in _anchors(file)):
             broken.append(target)
     assert not broken, f"{page.relative_to(REPO)}: broken links {broken}"
 
@@ -130,5 +138,6 @@ def test_the_checks_catch_a_broken_path_and_module() -> None:
     assert not _path_exists("agentrl_recipe/no_such_module.py") and not _module_exists("agentrl_recipe.core.gone")
     assert _path_exists("verl_configs/tools/*.yaml") and _path_exists("verl_configs/agentrl_{sft,rl}_cpu.yaml")
     assert _module_exists("agentrl_recipe.plugin.register_all") and not _module_exists("agentrl_recipe.plugin.nope")
+    assert "extending" in _anchors(README) and "no-such-section" not in _anchors(README)
     files = _repo_files()
     assert _suffix_exists("rewards/code/grade.py", files) and not _suffix_exists("rewards/code_grading.py", files)
