@@ -15,8 +15,8 @@ that looks right can train the wrong thing. The rules, in the order of this modu
   names exist. Data files and checkpoints that do not exist yet are warnings (earlier stages produce them), errors
   with ``strict_paths``. Relative paths are looked up from the working directory, then from the repo root;
 - **per-kind rules**: what verl's own dataclasses and ``validate_config`` reject, the reward manager's kwargs, token
-  budgets and attention settings verl asserts only inside a worker (with :mod:`.async_checks` for
-  the async trainer modes) — all before a cluster is up.
+  budgets and attention settings verl asserts only inside a worker (with :mod:`.async_checks` for the async trainer
+  modes) — all before a cluster is up.
 """
 
 from __future__ import annotations
