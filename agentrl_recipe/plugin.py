@@ -21,6 +21,8 @@ What is registered (names in :mod:`agentrl_recipe.names`):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from agentrl_recipe import names
 
@@ -29,10 +31,25 @@ logger = logging.getLogger("agentrl_recipe")
 AGENT_LOOP_TARGET = "agentrl_recipe.agent_loop.loop.AgentRLToolAgentLoop"
 
 
-def _register_agent_loop() -> None:
-    from agentrl_recipe.verl_adapters.agent_loop_registry import register_agent_loop
+def _register(kind: str, name: str, ours: Any, current: Any, register: Callable[[Any], Any]) -> None:
+    """Register ``ours`` as ``name`` unless it already is; refuse a name another component holds.
 
-    register_agent_loop(names.AGENT_LOOP, AGENT_LOOP_TARGET)
+    verl's registries disagree on a taken name (``register_policy_loss`` overwrites silently, ``register_adv_est``
+    raises only on a different function), so every kind goes through this one check."""
+    if current == ours:  # the same object (or class path): already ours
+        return
+    if current is not None:
+        raise ValueError(f"{kind} {name!r} is already registered by {getattr(current, '__module__', current)}")
+    register(ours)
+
+
+def _register_agent_loop() -> None:
+    from agentrl_recipe.verl_adapters.agent_loop_registry import agent_loops, register_agent_loop
+
+    entry = agent_loops().get(names.AGENT_LOOP)  # stored by class path: the loop module loads in rollout workers only
+    current = entry.get("_target_") if isinstance(entry, dict) else entry
+    _register("agent loop", names.AGENT_LOOP, AGENT_LOOP_TARGET, current,
+              lambda target: register_agent_loop(names.AGENT_LOOP, target))  # fmt: skip
 
 
 def _register_reward_manager() -> None:
@@ -40,8 +57,8 @@ def _register_reward_manager() -> None:
 
     from agentrl_recipe.rewards.manager import AgentRLRewardManager
 
-    if REWARD_MANAGER.get(names.REWARD_MANAGER) is not AgentRLRewardManager:
-        register(names.REWARD_MANAGER)(AgentRLRewardManager)
+    current = REWARD_MANAGER.get(names.REWARD_MANAGER)
+    _register("reward manager", names.REWARD_MANAGER, AgentRLRewardManager, current, register(names.REWARD_MANAGER))
 
 
 def _register_algorithms() -> None:
@@ -51,14 +68,12 @@ def _register_algorithms() -> None:
     from agentrl_recipe.algos.losses import compute_policy_loss_tcr
     from agentrl_recipe.verl_adapters import metric_aggregation
 
-    # register_policy_loss overwrites silently, register_adv_est raises on a different function: check both ourselves.
-    current_loss = core_algos.POLICY_LOSS_REGISTRY.get(names.POLICY_LOSS)
-    if current_loss is not None and current_loss is not compute_policy_loss_tcr:
-        raise ValueError(f"policy loss {names.POLICY_LOSS!r} is already registered by {current_loss.__module__}")
-    core_algos.register_policy_loss(names.POLICY_LOSS)(compute_policy_loss_tcr)
+    loss, adv = names.POLICY_LOSS, names.ADV_ESTIMATOR
+    _register("policy loss", loss, compute_policy_loss_tcr, core_algos.POLICY_LOSS_REGISTRY.get(loss),
+              core_algos.register_policy_loss(loss))  # fmt: skip
     metric_aggregation.apply()  # agentrl_tcr's ratio_max/min keep MAX/MIN through verl's ppo_loss
-    if core_algos.ADV_ESTIMATOR_REGISTRY.get(names.ADV_ESTIMATOR) is not compute_grpo_masked_outcome_advantage:
-        core_algos.register_adv_est(names.ADV_ESTIMATOR)(compute_grpo_masked_outcome_advantage)
+    _register("advantage estimator", adv, compute_grpo_masked_outcome_advantage,
+              core_algos.ADV_ESTIMATOR_REGISTRY.get(adv), core_algos.register_adv_est(adv))  # fmt: skip
 
 
 def _fix_separate_async() -> None:
