@@ -142,14 +142,16 @@ def _run_stdin_tests(program_code, inputs, start, timeout_s, framer):
         framer.result(index, status, out=out, error=error)
 
 
-def _resolve_function(namespace, fn_name):
+def _resolve_function(namespace, prelude, fn_name):
+    """``Solution().fn_name`` or the top-level ``fn_name`` the program bound itself: a name the prelude star-imported
+    (``add`` from operator, ``gcd`` from math) and the program left alone is not the program's function."""
     solution_cls = namespace.get("Solution")
     if isinstance(solution_cls, type) and hasattr(solution_cls, fn_name):
         return getattr(solution_cls(), fn_name)
     candidate = namespace.get(fn_name)
-    if callable(candidate):
+    if callable(candidate) and candidate is not prelude.get(fn_name):
         return candidate
-    raise AttributeError(f"no Solution.{fn_name} and no top-level function {fn_name}")
+    raise AttributeError(f"no Solution.{fn_name} and no top-level function {fn_name} defined by the program")
 
 
 def _run_call_tests(program_code, fn_name, inputs, start, timeout_s, framer):
@@ -158,8 +160,9 @@ def _run_call_tests(program_code, fn_name, inputs, start, timeout_s, framer):
 
     def set_up():
         exec(compile(LCB_PRELUDE, "<prelude>", "exec"), namespace)
+        prelude = dict(namespace)
         exec(program_code, namespace)
-        return _resolve_function(namespace, fn_name)
+        return _resolve_function(namespace, prelude, fn_name)
 
     sys.stdout = io.StringIO()  # output printed by the program is not its answer
     try:

@@ -30,6 +30,7 @@ from typing import Any
 
 from agentrl_recipe.rewards.code import _assert_driver
 from agentrl_recipe.rewards.code.grade import CodeTests
+from agentrl_recipe.rewards.code.lcb_rules import UNCOMPARABLE
 
 ASSERT_KEYS = frozenset({"import_prefix", "test_code", "entry_point"})
 _SAME = ("is_same_list", "is_same_tree")
@@ -182,8 +183,8 @@ def case_passes(case: AssertCase, out: str) -> bool:
     """The returned value (canonical JSON from the driver) against the expected one, here in the parent."""
     try:
         value = json.loads(out)
-    except ValueError:
+        if case.identity:
+            return value is case.expected or (type(value) is type(case.expected) and value == case.expected)
+        return value == case.expected
+    except UNCOMPARABLE:  # too deep to parse or compare: fails
         return False
-    if case.identity:
-        return value is case.expected or (type(value) is type(case.expected) and value == case.expected)
-    return value == case.expected

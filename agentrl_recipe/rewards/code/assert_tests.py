@@ -24,7 +24,7 @@ from agentrl_recipe.rewards.code.assert_form import (
     is_assert_form,
     parse_code_tests,
 )
-from agentrl_recipe.rewards.code.driver_runs import GradeProgress
+from agentrl_recipe.rewards.code.driver_runs import GradeProgress, frame_text
 from agentrl_recipe.rewards.code.grade import CodeGrade
 
 __all__ = [  # with the ground-truth forms (assert_form), what callers import from here
@@ -61,14 +61,14 @@ def _read_frames(frames: list[dict[str, Any]], tests: AssertTests, progress: Gra
     for frame in frames:
         kind = frame.get("t")
         if kind == "setup_error":
-            progress.note_error(str(frame.get("error")))
+            progress.note_error(frame_text(frame, "error", "compile_error"))
             progress.fail_rest("compile_error")
             return True
         if kind == "end":
             return True
-        if kind == "result" and frame.get("i") == progress.start:  # in order, else not from the driver
+        if progress.expects(frame):  # in order, else not from the driver
             status = _judge(frame, tests.cases[progress.start])
-            progress.record(status, str(frame.get("error") or "runtime error"))
+            progress.record(status, frame_text(frame, "error", "runtime error"))
     return False
 
 

@@ -1,5 +1,5 @@
-"""The host side both sandbox drivers share (:mod:`._io_driver` for I/O tests, :mod:`._assert_driver` for asserts): their
-source, the frames they write, and one program's grade as it progresses across sandbox executions.
+"""The host side both sandbox drivers share (:mod:`._io_driver` for I/O tests, :mod:`._assert_driver` for asserts):
+their source, the frames they write, and one program's grade as it progresses across sandbox executions.
 
 A driver runs the tests one after the other in one execution and reports each in a frame tagged with a per-request
 random nonce. If the execution ends early (``os._exit``, segfault, memory kill, output cap), the test in progress fails
@@ -34,18 +34,26 @@ def driver_source(filename: str) -> str:
 
 
 def parse_frames(stdout: str, nonce: str) -> list[dict[str, Any]]:
-    """Frames the driver wrote, in order. Lines without the nonce (or not JSON objects) are ignored."""
+    """Frames the driver wrote, in order. Lines without the nonce, or not JSON objects (a forged line too deep to
+    parse included), are ignored."""
     prefix = nonce + " "
     frames = []
     for line in stdout.split("\n"):
         if line.startswith(prefix):
             try:
                 frame = json.loads(line[len(prefix) :])
-            except ValueError:
+            except (ValueError, RecursionError, MemoryError):
                 continue
             if isinstance(frame, dict):
                 frames.append(frame)
     return frames
+
+
+def frame_text(frame: dict[str, Any], key: str, default: str) -> str:
+    """A frame's text field (an error message): the driver writes a string; anything else a forger wrote is
+    ``default``."""
+    value = frame.get(key)
+    return value[-500:] if isinstance(value, str) and value else default
 
 
 class GradeProgress:
@@ -63,6 +71,12 @@ class GradeProgress:
         self.infra_failure = False
         self.executions = 0
         self.infra_attempts = 0
+
+    def expects(self, frame: dict[str, Any]) -> bool:
+        """``frame`` is the result of the next test without a status (in order, an int index; anything else, such as
+        a forged index past the last test, is not from the driver)."""
+        index = frame.get("i")
+        return frame.get("t") == "result" and type(index) is int and index == self.start < self.n
 
     def budget(self) -> float | None:
         """Seconds for the next execution; None when every test has a status or the deadline has (nearly) passed."""

@@ -25,9 +25,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrl_recipe.rewards.code.driver_runs import GradeProgress
+from agentrl_recipe.rewards.code.driver_runs import GradeProgress, frame_text
 from agentrl_recipe.rewards.code.grade import TEST_STATUSES, CodeGrade, CodeTests
-from agentrl_recipe.rewards.code.lcb_rules import call_result_matches, stdout_matches, stripped_digest
+from agentrl_recipe.rewards.code.lcb_rules import UNCOMPARABLE, call_result_matches, stdout_matches, stripped_digest
 from agentrl_sandbox import get_sandbox
 
 __all__ = [  # with the tests and the grade (code_tests), what callers import from here
@@ -54,7 +54,10 @@ def _judge(frame: Mapping[str, Any], tests: CodeTests, index: int) -> str:
     out = frame.get("out")
     if not isinstance(out, str):
         return "runtime_error"
-    ok = stdout_matches(out, expected) if tests.fn_name is None else call_result_matches(out, expected)
+    try:
+        ok = stdout_matches(out, expected) if tests.fn_name is None else call_result_matches(out, expected)
+    except UNCOMPARABLE:  # an output the rules cannot compare fails its test; the grade goes on
+        ok = False
     return "passed" if ok else "wrong_answer"
 
 
@@ -65,13 +68,13 @@ def _read_frames(frames: list[dict[str, Any]], tests: CodeTests, progress: Grade
         kind = frame.get("t")
         if kind == "setup_error":
             status = "timeout" if frame.get("status") == "timeout" else "compile_error"
-            progress.note_error(str(frame.get("error") or status))
+            progress.note_error(frame_text(frame, "error", status))
             progress.fail_rest(status)
             return progressed, True
         if kind == "end":
             return progressed, True
-        if kind == "result" and frame.get("i") == progress.start:  # in order; anything else is not from the driver
-            progress.record(_judge(frame, tests, progress.start), str(frame.get("error") or "runtime error"))
+        if progress.expects(frame):  # in order; anything else is not from the driver
+            progress.record(_judge(frame, tests, progress.start), frame_text(frame, "error", "runtime error"))
             progressed = True
     return progressed, False
 

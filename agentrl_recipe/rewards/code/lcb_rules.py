@@ -7,6 +7,9 @@ import decimal
 import hashlib
 import json
 
+# What parsing or comparing an output the program controls can raise: the test fails, the grade goes on.
+UNCOMPARABLE = (ValueError, ArithmeticError, RecursionError, MemoryError, TypeError)
+
 
 def stripped_lines(text: str) -> list[str]:
     """LCB ``get_stripped_lines``: strip the whole output, split on newlines, strip each line."""
@@ -14,10 +17,13 @@ def stripped_lines(text: str) -> list[str]:
 
 
 def _decimals(line: str) -> list[decimal.Decimal] | None:
+    """The line as Decimals; None when a token is not one, or is a signalling NaN (``sNaN``: comparing it traps
+    ``InvalidOperation``, where LCB's harness raised and failed the test)."""
     try:
-        return [decimal.Decimal(token) for token in line.split()]
+        values = [decimal.Decimal(token) for token in line.split()]
     except (decimal.InvalidOperation, ValueError):
         return None
+    return None if any(value.is_snan() for value in values) else values
 
 
 def stdout_matches(actual: str, expected: str) -> bool:
@@ -40,8 +46,11 @@ def stripped_digest(text: str) -> str:
 
 
 def call_result_matches(result_json: str, expected_json: str) -> bool:
-    """LCB call rule: ``prediction == json.loads(expected)`` with plain Python equality (a returned tuple is a list)."""
+    """LCB call rule: ``prediction == json.loads(expected)`` with plain Python equality (a returned tuple is a list).
+
+    A result that cannot be parsed or compared (deeper than the parser's recursion limit, a number past the digit
+    limit) fails."""
     try:
         return json.loads(result_json) == json.loads(expected_json)
-    except ValueError:
+    except UNCOMPARABLE:
         return False
