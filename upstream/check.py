@@ -1,18 +1,35 @@
-"""Check every upstream/NNNN-*.patch against the installed verl: it applies, its test fails before and passes after.
+"""Check every upstream/NNNN-*.patch as the verl PR it is meant to be.
 
-For each patch: copy the installed ``verl`` package into a temp git repo (``verl/`` + ``tests/``, verl's layout; the
-wheel ships no tests), ``git apply --check`` the patch, apply only its new test files and run them (they must fail on
-an assertion: the test proves the bug), then apply the fix and run them again (they must all pass). The patched copy
-is first on ``sys.path``; plugins are off, CPU only, offline. One line per patch; exit 1 on any failure.
+For each patch (a ``git format-patch`` file) and its PR description (``NNNN-*.md`` beside it):
 
-Usage: ``python upstream/check.py [--patches DIR] [--package DIR] [--jobs N]`` (``make upstream-check``).
+1. **Title**: the patch's subject passes the rules of verl's PR title check
+   (``tests/special_sanity/check_pr_title.py``, reimplemented here).
+2. **Body**: the description is verl's PR template filled in (``.github/PULL_REQUEST_TEMPLATE.md``: every section,
+   no placeholder left, the first lines changed as verl's description check requires) plus what verl's ``AGENTS.md``
+   asks of AI-assisted work: the duplicate search, the PR that introduced the bug, the test command with its
+   result, an AI-assistance section with the submitter's sign-off.
+3. **Tests**: the patch applies to a copy of verl; its tests are applied alone and must fail on an assertion (they
+   show the bug), then the fix is applied and they must pass. The counts the body states are compared with the runs.
+
+The copy is the installed verl 0.9.1 (the default; CI) or a verl source tree (``--verl-src``, e.g. a checkout of
+verl's main). The wheel ships no tests: a verl test file that a patch extends but the copy lacks is replaced by the
+lines the patch adds to it, after the imports listed in ``NNNN-*.imports.py`` (the names those lines take from the
+file's import block), so such additions are written to run on their own. Where the file is there, only the tests the
+patch adds to it are run, not the rest of the file.
+
+``evidence/*.py`` are tests kept for upstream PRs that already cover one of our fixes: they must fail on verl 0.9.1
+for the bug's reason; on a newer source, passing means the fix has landed there.
+
+Usage: ``python upstream/check.py [--verl-src DIR] [--jobs N]`` (``make upstream-check [VERL_SRC=DIR]``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +41,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VERL_VERSION = "0.9.1"
-TEST_GLOB = "tests/*"
 # A test that fails with one of these fails for the wrong reason: a symbol the fix adds, not the bug's symptom.
 WRONG_REASONS = ("ImportError", "ModuleNotFoundError", "SyntaxError", "NameError")
 # Dropped into the temp repo's root: a test run that imports any other verl would prove nothing.
@@ -33,16 +49,81 @@ _origin = pathlib.Path(importlib.util.find_spec("{pkg}").origin).resolve()
 assert pathlib.Path(__file__).parent.resolve() in _origin.parents, f"{pkg} imported from {{_origin}}, not the copy"
 """
 
+# --- verl's PR title rules (tests/special_sanity/check_pr_title.py on main, restated) ---
+TITLE_MODULES = frozenset(
+    "fsdp megatron veomni sglang vllm trtllm rollout trainer tests training_utils recipe hardware deployment ray "
+    "worker single_controller misc docker ci perf model algo env tool ckpt doc data cfg reward fully_async "
+    "one_step_off".split()
+)
+TITLE_TYPES = ("feat", "fix", "refactor", "chore", "test")
+
+# --- verl's PR template (.github/PULL_REQUEST_TEMPLATE.md on main): its sections, in order, and its placeholders ---
+TEMPLATE_SECTIONS = (
+    "What does this PR do?",
+    "Checklist Before Starting",
+    "Test",
+    "API and Usage Example",
+    "Design & Code Changes",
+    "Checklist Before Submitting",
+)
+# verl's description check compares the body's first 5 lines with the template's (stripped).
+TEMPLATE_HEAD = (
+    "### What does this PR do?",
+    "",
+    "> Add **concise** overview of what this PR aims to achieve or accomplish. Reference related GitHub issues and "
+    "PRs that help with the review.",
+    "",
+    "### Checklist Before Starting",
+)
+TEMPLATE_PLACEHOLDERS = (
+    "Add **concise** overview of what this PR aims to achieve",
+    "Paste at least one query link here: ...",
+    "For changes that can not be tested by CI",
+    "Demonstrate how the API changes if any",
+    "# Add code snippet or script demonstrating how to use this",
+    "Demonstrate the high-level design if this PR is complex",
+    "If not feasible, explain why: ...",
+)
+AI_SECTION = "AI assistance"  # AGENTS.md: a clear statement that AI assistance was used, and a human who signs off
+SIGN_OFF_PLACEHOLDER = "<submitter>"
+COPYRIGHT = "# Copyright 2026 "
+
+
+@dataclass
+class FileDiff:
+    """One file of a patch: its path, whether the patch creates it, and the lines its hunks add."""
+
+    path: str
+    new: bool = False
+    added: list[str] = field(default_factory=list)
+    removed: int = 0
+
+
+@dataclass
+class Patch:
+    path: Path
+    subject: str
+    message: str
+    files: list[FileDiff]
+
+    @property
+    def test_files(self) -> list[FileDiff]:
+        return [f for f in self.files if f.path.startswith("tests/") and Path(f.path).name.startswith("test_")]
+
 
 @dataclass
 class Run:
-    """One pytest run of a patch's tests."""
+    """One pytest run."""
 
     returncode: int
     tests: int = 0
     failed: list[str] = field(default_factory=list)  # "test_name: first line of the failure"
     errors: list[str] = field(default_factory=list)
     output: str = ""
+
+    @property
+    def passed(self) -> int:
+        return self.tests - len(self.failed) - len(self.errors)
 
 
 @dataclass
@@ -56,36 +137,159 @@ class Result:
         return not self.problems
 
 
+@dataclass
+class Source:
+    """The verl to patch: its package folder, its tests folder (a source tree has one, the wheel none)."""
+
+    package: Path
+    tests: Path | None
+    version: str
+
+    @property
+    def pinned(self) -> bool:
+        """The version the patches and their bodies are written against."""
+        return self.version == VERL_VERSION
+
+
 def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
 
 
-def make_base_repo(package: Path, root: Path) -> Path:
-    """``root/base``: a git repo holding a copy of ``package`` (no bytecode) and a conftest pinning it."""
-    base = root / "base"
-    shutil.copytree(package, base / package.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (base / "conftest.py").write_text(ROOT_CONFTEST.format(pkg=package.name))
-    for args in (
-        ("init", "-q"),
-        ("add", "-A"),
-        ("-c", "user.name=upstream-check", "-c", "user.email=check@localhost", "commit", "-qm", "base"),
-    ):
-        done = git(base, *args)
-        if done.returncode:
-            raise RuntimeError(f"git {args[0]} failed in {base}: {done.stderr.strip()}")
-    return base
+def read_patch(path: Path) -> Patch:
+    """Parse a ``git format-patch`` file: its subject (unfolded), commit message and per-file diff."""
+    text = path.read_text()
+    header, _, rest = text.partition("\n\n")
+    subject_lines, in_subject = [], False
+    for line in header.splitlines():
+        if line.startswith("Subject:"):
+            in_subject = True
+            subject_lines.append(line[len("Subject:") :].strip())
+        elif in_subject and line.startswith((" ", "\t")):
+            subject_lines.append(line.strip())
+        else:
+            in_subject = False
+    subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", " ".join(subject_lines))
+    message = rest.split("\n---\n", 1)[0]
+    files: list[FileDiff] = []
+    for line in text.splitlines():
+        if line.startswith("diff --git "):
+            files.append(FileDiff(path=line.split(" b/", 1)[1]))
+        elif not files or line.startswith(("+++ ", "--- ", "index ", "@@ ")):
+            continue
+        elif line.startswith("new file mode"):
+            files[-1].new = True
+        elif line.startswith("+"):
+            files[-1].added.append(line[1:])
+        elif line.startswith("-"):
+            files[-1].removed += 1
+    return Patch(path=path, subject=subject, message=message, files=files)
 
 
-def patch_test_files(patch: Path) -> list[str]:
-    """Paths under tests/ that the patch adds or changes (from its diff headers)."""
-    files = []
-    for line in patch.read_text().splitlines():
-        if line.startswith("+++ b/tests/") and line.endswith(".py"):
-            files.append(line[len("+++ b/") :])
-    return files
+def title_problems(title: str) -> list[str]:
+    """verl's PR title rules: ``[1/N]`` and ``[BREAKING]`` prefixes allowed, ``[modules] type: description``."""
+    core = re.sub(r"^\[\d/[\dNn]\]\s*", "", title.strip())
+    core = re.sub(r"^\[BREAKING\]\s*", "", core, flags=re.IGNORECASE)
+    modules = re.match(r"^\[([a-z_,\s]+)\]", core, re.IGNORECASE)
+    if not modules:
+        return [f"title {title!r}: no [modules] prefix"]
+    unknown = [m for m in re.findall(r"[a-z_]+", modules.group(1).lower()) if m not in TITLE_MODULES]
+    if unknown:
+        return [f"title {title!r}: modules verl does not allow: {', '.join(unknown)}"]
+    types = "|".join(TITLE_TYPES)
+    if not re.match(rf"^\[[a-z_,\s]+\]\s+({types}):\s+.+$", core, re.IGNORECASE):
+        return [f"title {title!r}: the type after [modules] must be one of {', '.join(TITLE_TYPES)}"]
+    return []
 
 
-def run_tests(repo: Path, tests: list[str], timeout: int) -> Run:
+def body_sections(body: str) -> dict[str, str]:
+    """``### Heading`` -> the text under it."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in body.splitlines():
+        heading = re.match(r"^###\s+(.+?)\s*$", line)
+        if heading:
+            current = heading.group(1)
+            sections[current] = ""
+        elif current is not None:
+            sections[current] += line + "\n"
+    return sections
+
+
+def stated_counts(test_section: str) -> tuple[tuple[int, int] | None, int | None]:
+    """``Before the fix: F failed, P passed`` and ``With the fix: N passed`` from the Test section."""
+    before = re.search(r"before the fix\W+(\d+) failed(?:, (\d+) passed)?", test_section, re.IGNORECASE)
+    after = re.search(r"with the fix\W+(\d+) passed", test_section, re.IGNORECASE)
+    return (
+        (int(before.group(1)), int(before.group(2) or 0)) if before else None,
+        int(after.group(1)) if after else None,
+    )
+
+
+def body_problems(body: str, patch: Patch) -> list[str]:
+    """The description against verl's template and AGENTS.md (what is checked is listed in the module docstring)."""
+    problems = []
+    lines = [line.strip() for line in body.splitlines()[: len(TEMPLATE_HEAD)]]
+    if tuple(lines) == TEMPLATE_HEAD:
+        problems.append("body: the 'What does this PR do?' placeholder is unchanged (verl's description check)")
+    sections = body_sections(body)
+    order = [name for name in sections if name in TEMPLATE_SECTIONS]
+    missing = [name for name in TEMPLATE_SECTIONS if name not in sections]
+    if missing:
+        problems.append(f"body: template sections missing: {missing}")
+    elif order != list(TEMPLATE_SECTIONS):
+        problems.append(f"body: template sections out of order: {order}")
+    left = [p for p in TEMPLATE_PLACEHOLDERS if p in body]
+    if left:
+        problems.append(f"body: template placeholders left: {left}")
+    what = sections.get("What does this PR do?", "")
+    if not re.search(r"introduced[^\n]*#\d{3,}", what, re.IGNORECASE):
+        problems.append("body: 'What does this PR do?' does not name the PR that introduced the bug (#N)")
+    if "github.com/verl-project/verl/pulls?q=" not in sections.get("Checklist Before Starting", ""):
+        problems.append("body: no duplicate-search link (github.com/verl-project/verl/pulls?q=...)")
+    test = sections.get("Test", "")
+    commands = "\n".join(re.findall(r"```(?:bash|shell)?\n(.*?)```", test, re.DOTALL))
+    if "pytest" not in commands:
+        problems.append("body: the Test section has no pytest command in a code block")
+    unnamed = [f.path for f in patch.test_files if f.path not in commands]
+    if unnamed:
+        problems.append(f"body: the test command does not name {unnamed}")
+    before, after = stated_counts(test)
+    if before is None or after is None:
+        problems.append("body: the Test section lacks 'Before the fix: F failed, P passed' / 'With the fix: N passed'")
+    ai = sections.get(AI_SECTION, "")
+    if not ai:
+        problems.append(f"body: no '### {AI_SECTION}' section")
+    elif "AI" not in ai or "Signed-off-by:" not in ai:
+        problems.append(f"body: the {AI_SECTION} section must say AI was used and carry a Signed-off-by line")
+    return problems
+
+
+def patch_problems(patch: Patch) -> list[str]:
+    problems = title_problems(patch.subject)
+    text = patch.path.read_text()
+    if not text.startswith("From ") or "\nSubject: [PATCH" not in text:
+        problems.append("not git format-patch output (no From/Subject header)")
+    if "volcengine/verl" in text:
+        problems.append("names volcengine/verl: verl lives at verl-project/verl")
+    if not patch.test_files:
+        problems.append("adds no test under tests/")
+    for diff in patch.test_files:
+        if diff.new and not (diff.added and diff.added[0].startswith(COPYRIGHT)):
+            problems.append(f"{diff.path}: a new file starts with '{COPYRIGHT}...' (verl's license check)")
+    return problems
+
+
+def added_test_names(diff: FileDiff) -> list[str]:
+    """Top-level ``test_*`` functions and ``Test*`` classes the patch adds to a file."""
+    names = []
+    for line in diff.added:
+        found = re.match(r"^(?:async\s+)?def\s+(test\w*)\s*\(|^class\s+(Test\w*)\b", line)
+        if found:
+            names.append(found.group(1) or found.group(2))
+    return names
+
+
+def run_tests(repo: Path, targets: list[str], timeout: int) -> Run:
     xml = repo / ".junit.xml"
     env = {
         **os.environ,
@@ -98,7 +302,7 @@ def run_tests(repo: Path, tests: list[str], timeout: int) -> Run:
         "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # a local test cluster needs no token auth
     }
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
-    command += ["--rootdir", str(repo), f"--junitxml={xml}", *tests]
+    command += ["--rootdir", str(repo), f"--junitxml={xml}", *targets]
     try:
         done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -116,25 +320,81 @@ def run_tests(repo: Path, tests: list[str], timeout: int) -> Run:
     return run
 
 
-def check_patch(base: Path, patch: Path, work: Path, timeout: int) -> Result:
-    result = Result(patch.stem)
-    repo = work / patch.stem
-    done = git(work, "clone", "-q", "--shared", str(base), repo.name)
+def make_base_repo(source: Source, root: Path) -> Path:
+    """``root/base``: a git repo holding a copy of the package (and its tests, if any) and a conftest pinning it."""
+    base = root / "base"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(source.package, base / source.package.name, ignore=ignore)
+    if source.tests is not None:
+        shutil.copytree(source.tests, base / "tests", ignore=ignore)
+    (base / "conftest.py").write_text(ROOT_CONFTEST.format(pkg=source.package.name))
+    for args in (
+        ("init", "-q"),
+        ("add", "-A"),
+        ("-c", "user.name=upstream-check", "-c", "user.email=check@localhost", "commit", "-qm", "base"),
+    ):
+        done = git(base, *args)
+        if done.returncode:
+            raise RuntimeError(f"git {args[0]} failed in {base}: {done.stderr.strip()}")
+    return base
+
+
+def clone(base: Path, work: Path, name: str) -> Path:
+    done = git(work, "clone", "-q", "--shared", str(base), name)
     if done.returncode:
-        result.problems.append(f"cannot clone the base copy: {done.stderr.strip()}")
+        raise RuntimeError(f"cannot clone the base copy: {done.stderr.strip()}")
+    return work / name
+
+
+def standalone_files(repo: Path, patch: Patch) -> list[FileDiff]:
+    """Test files the patch extends but the copy lacks (the wheel ships no tests)."""
+    return [f for f in patch.test_files if not f.new and not (repo / f.path).exists()]
+
+
+def standalone_imports(patch: Path) -> tuple[str, list[str]]:
+    """``NNNN-*.imports.py``: the imports that the tests a patch adds to an existing verl file take from its top."""
+    path = patch.with_name(f"{patch.stem}.imports.py")
+    if not path.exists():
+        return "", []
+    text = path.read_text()
+    other = [n.lineno for n in ast.parse(text).body if not isinstance(n, ast.Import | ast.ImportFrom)]
+    return text, [f"{path.name}: line {line} is not an import" for line in other]
+
+
+def check_patch(base: Path, patch: Path, work: Path, timeout: int, pinned: bool = True) -> Result:
+    parsed = read_patch(patch)
+    result = Result(patch.stem, problems=patch_problems(parsed))
+    body = patch.with_suffix(".md")
+    if body.exists():
+        result.problems += body_problems(body.read_text(), parsed)
+        if SIGN_OFF_PLACEHOLDER in body.read_text():
+            result.notes.append("sign-off pending")
+    else:
+        result.problems.append(f"no PR description {body.name}")
+    if not parsed.test_files:
         return result
-    if not patch.read_text().startswith("From ") or "\nSubject: [PATCH" not in patch.read_text():
-        result.problems.append("not git format-patch output (no From/Subject header)")
-    done = git(repo, "apply", "--check", str(patch))
+    repo = clone(base, work, patch.stem)
+    alone = standalone_files(repo, parsed)
+    excludes = [f"--exclude={f.path}" for f in alone]
+    done = git(repo, "apply", "--check", *excludes, str(patch))
     if done.returncode:
         result.problems.append(f"does not apply: {done.stderr.strip()}")
         return result
-    tests = patch_test_files(patch)
-    if not tests:
-        result.problems.append("adds no test under tests/")
-        return result
-    git(repo, "apply", f"--include={TEST_GLOB}", str(patch))
-    before = run_tests(repo, tests, timeout)
+    imports, problems = standalone_imports(patch)
+    result.problems += problems
+    for diff in alone:  # the lines the patch adds to a verl test file the copy lacks, run on their own
+        (repo / diff.path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / diff.path).write_text(imports + "\n".join(diff.added) + "\n")
+        result.notes.append(f"{diff.path} not in this verl: the lines the patch adds to it run alone")
+    targets = []
+    for diff in parsed.test_files:
+        names = added_test_names(diff)
+        if diff.new or diff in alone or not names:
+            targets.append(diff.path)
+        else:
+            targets += [f"{diff.path}::{name}" for name in names]
+    git(repo, "apply", "--include=tests/*", *excludes, str(patch))
+    before = run_tests(repo, targets, timeout)
     wrong = [f for f in before.failed if f.split(": ", 1)[-1].startswith(WRONG_REASONS)]
     if before.errors or before.returncode not in (0, 1) or not before.tests:
         result.problems.append(f"tests do not run on unpatched verl: {before.errors or before.output[-1500:]}")
@@ -144,22 +404,29 @@ def check_patch(base: Path, patch: Path, work: Path, timeout: int) -> Result:
         result.problems.append(f"tests fail before for the wrong reason: {wrong}")
     else:
         result.notes.append(f"fails-before ({len(before.failed)}/{before.tests}: {before.failed[0]})")
-    git(repo, "apply", f"--exclude={TEST_GLOB}", str(patch))
-    after = run_tests(repo, tests, timeout)
+    git(repo, "apply", "--exclude=tests/*", str(patch))
+    after = run_tests(repo, targets, timeout)
     if after.returncode or after.failed or after.errors:
         result.problems.append(f"tests fail after the patch: {after.failed + after.errors or after.output[-1500:]}")
     else:
         result.notes.append(f"passes-after ({after.tests}/{after.tests})")
+    if pinned and body.exists() and result.ok:
+        stated_before, stated_after = stated_counts(body_sections(body.read_text()).get("Test", ""))
+        if stated_before != (len(before.failed), before.passed) or stated_after != after.tests:
+            result.problems.append(
+                f"body states before {stated_before}, after {stated_after}; the runs gave "
+                f"{(len(before.failed), before.passed)}, {after.tests}"
+            )
     return result
 
 
 def check_series(base: Path, patches: list[Path], work: Path) -> Result:
     """All patches together, in order, on one copy: they must not conflict with each other."""
     result = Result("series")
-    repo = work / "series"
-    git(work, "clone", "-q", "--shared", str(base), repo.name)
+    repo = clone(base, work, "series")
     for patch in patches:
-        done = git(repo, "apply", str(patch))
+        excludes = [f"--exclude={f.path}" for f in standalone_files(repo, read_patch(patch))]
+        done = git(repo, "apply", *excludes, str(patch))
         if done.returncode:
             result.problems.append(f"{patch.name} does not apply after the ones before it: {done.stderr.strip()}")
             return result
@@ -167,7 +434,43 @@ def check_series(base: Path, patches: list[Path], work: Path) -> Result:
     return result
 
 
-def installed_verl() -> Path:
+def evidence_upstream_pr(path: Path) -> str:
+    """The upstream PR an evidence file is kept for: ``#N`` in its docstring's first line."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    found = re.search(r"#\d+", doc.splitlines()[0] if doc else "")
+    return found.group(0) if found else ""
+
+
+def check_evidence(base: Path, files: list[Path], work: Path, timeout: int, pinned: bool = True) -> list[Result]:
+    """Tests kept for an upstream PR: on verl 0.9.1 each must fail on an assertion (the bug is there)."""
+    repo = clone(base, work, "evidence")
+    (repo / "tests" / "evidence").mkdir(parents=True, exist_ok=True)
+    for path in files:
+        shutil.copy(path, repo / "tests" / "evidence" / path.name)
+    run = run_tests(repo, [f"tests/evidence/{path.name}" for path in files], timeout)
+    results = []
+    for path in files:
+        result = Result(f"evidence/{path.name}")
+        pr = evidence_upstream_pr(path)
+        if not pr:
+            result.problems.append("its docstring's first line names no upstream PR (#N)")
+        names = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        failed = [f for f in run.failed if f.split(":", 1)[0].split("[", 1)[0] in names]
+        errors = [e for e in run.errors if e.split(":", 1)[0].split("[", 1)[0] in names]
+        wrong = [f for f in failed if f.split(": ", 1)[-1].startswith(WRONG_REASONS)]
+        if errors or wrong or run.returncode not in (0, 1) or not run.tests:
+            result.problems.append(f"does not run: {errors or wrong or run.output[-1500:]}")
+        elif failed:
+            result.notes.append(f"the bug {pr} fixes is here ({len(failed)} failing: {failed[0]})")
+        elif pinned:
+            result.problems.append("passes on verl 0.9.1: it does not show the bug")
+        else:
+            result.notes.append(f"passes: fixed in this verl ({pr} or another change)")
+        results.append(result)
+    return results
+
+
+def installed_verl() -> Source:
     spec = importlib.util.find_spec("verl")  # finds the package without importing it (verl's import takes ~7 s)
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("upstream-check: verl is not installed in this interpreter")
@@ -175,28 +478,43 @@ def installed_verl() -> Path:
     version = (package / "version" / "version").read_text().strip()
     if version != VERL_VERSION:
         raise SystemExit(f"upstream-check: the patches are against verl {VERL_VERSION}, installed is {version}")
-    return package
+    return Source(package=package, tests=None, version=version)
 
 
-def check_all(package: Path, patches: list[Path], jobs: int = 2, timeout: int = 600) -> list[Result]:
+def verl_source(root: Path) -> Source:
+    """A verl source tree (a checkout, or an unpacked sdist): ``root/verl`` and, if there, ``root/tests``."""
+    package = root / "verl"
+    if not (package / "version" / "version").exists():
+        raise SystemExit(f"upstream-check: {root} is not a verl source tree (no verl/version/version)")
+    tests = root / "tests" if (root / "tests").is_dir() else None
+    return Source(package=package, tests=tests, version=(package / "version" / "version").read_text().strip())
+
+
+def check_all(
+    source: Source, patches: list[Path], evidence: list[Path] = (), jobs: int = 2, timeout: int = 600
+) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="upstream-check-") as tmp:
         work = Path(tmp)
-        base = make_base_repo(package, work)
+        base = make_base_repo(source, work)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            results = list(pool.map(lambda p: check_patch(base, p, work, timeout), patches))
+            futures = [pool.submit(check_patch, base, p, work, timeout, source.pinned) for p in patches]
+            if evidence:
+                futures.append(pool.submit(check_evidence, base, list(evidence), work, timeout, source.pinned))
+            done = [future.result() for future in futures]
+        results = [r for item in done for r in (item if isinstance(item, list) else [item])]
         return [*results, check_series(base, patches, work)]
 
 
 def report(result: Result) -> str:
     status = "ok  " if result.ok else "FAIL"
-    detail = ["applies", *result.notes] if result.ok and result.patch != "series" else result.notes
-    return f"{status} {result.patch}: " + " · ".join(detail + result.problems)
+    applies = ["applies"] if result.ok and not result.patch.startswith(("series", "evidence/")) else []
+    return f"{status} {result.patch}: " + " · ".join(applies + result.notes + result.problems)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--patches", type=Path, default=HERE, help="folder of NNNN-*.patch files")
-    parser.add_argument("--package", type=Path, default=None, help="package to patch (default: the installed verl)")
+    parser.add_argument("--patches", type=Path, default=HERE, help="folder of NNNN-*.patch files and NNNN-*.md bodies")
+    parser.add_argument("--verl-src", type=Path, default=None, help="a verl source tree (default: the installed verl)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="patches checked at once")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per pytest run")
     args = parser.parse_args(argv)
@@ -204,7 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     if not patches:
         print(f"upstream-check: no NNNN-*.patch in {args.patches}", file=sys.stderr)
         return 1
-    results = check_all(args.package or installed_verl(), patches, jobs=args.jobs, timeout=args.timeout)
+    source = verl_source(args.verl_src) if args.verl_src else installed_verl()
+    evidence = sorted((args.patches / "evidence").glob("test_*.py"))
+    print(f"upstream-check: verl {source.version} from {source.package.parent}", flush=True)
+    results = check_all(source, patches, evidence, jobs=args.jobs, timeout=args.timeout)
     for result in results:
         print(report(result), flush=True)
     return 0 if all(r.ok for r in results) else 1
