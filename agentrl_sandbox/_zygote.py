@@ -152,7 +152,11 @@ def serve_tier(st: Settings, cfg: dict, sock_name: str, announce, heavy_pid: int
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
-    st = Settings(cfg)
+    try:
+        st = Settings(cfg)
+    except OSError as exc:  # fail closed, with the reason in the host's error
+        send_msg(1, {"ready": False, "error": str(exc)})
+        sys.exit(2)
     sys.path[0:0] = cfg["site_dirs"]
     if cfg.get("oneshot_fd") is not None:
         # Cold mode (the benchmark's baseline): this process is the supervisor of a single run, nothing preloaded.

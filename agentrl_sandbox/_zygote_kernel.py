@@ -20,7 +20,7 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 NAMESPACE_FLAGS = (CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP)
-MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_CAPBSET_DROP = 1, 4, 22, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 MAX_MESSAGE = 256 << 20
@@ -86,9 +86,9 @@ class _SockFprog(ctypes.Structure):
 
 
 SCMP_ACT_ALLOW = 0x7FFF0000
-SCMP_CMP_EQ, SCMP_CMP_MASKED_EQ = 4, 7
+SCMP_CMP_NE, SCMP_CMP_EQ, SCMP_CMP_MASKED_EQ = 1, 4, 7
 EPERM, ENOSYS = 1, 38
-AF_INET, AF_INET6, AF_NETLINK, AF_PACKET = 2, 10, 16, 17
+AF_UNIX = 1
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 
 # Syscalls model code never needs and that reach the kernel's riskier surface or let it leave its box.
@@ -100,10 +100,12 @@ DENIED = (
     "io_uring_register fanotify_init lookup_dcookie vhangup mount_setattr fsopen fsmount fsconfig fspick open_tree "
     "move_mount personality"
 ).split()
+# Shared memory whose pages RLIMIT_AS does not count (the bound without a per-call memory cgroup).
+SHARED_MEMORY = ("memfd_create", "memfd_secret", "shmget")
 
 
-def compile_seccomp() -> bytes | None:
-    """The deny-list filter as raw BPF (None when libseccomp is not available). Compiling costs tens of ms."""
+def compile_seccomp(denied: tuple[str, ...] = ()) -> bytes | None:
+    """The deny-list filter (plus ``denied``) as raw BPF (None when libseccomp is not available); tens of ms."""
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError:
@@ -135,10 +137,10 @@ def compile_seccomp() -> bytes | None:
 
     r, w = os.pipe()
     try:
-        for name in DENIED:
+        for name in (*DENIED, *denied):
             rule(name, EPERM)
-        for family in (AF_INET, AF_INET6, AF_NETLINK, AF_PACKET):
-            rule("socket", EPERM, (0, SCMP_CMP_EQ, family, 0))
+        for name in ("socket", "socketpair"):  # an allow-list: the net namespace does not confine e.g. AF_VSOCK
+            rule(name, EPERM, (0, SCMP_CMP_NE, AF_UNIX, 0))
         for flag in NAMESPACE_FLAGS:
             rule("clone", EPERM, (0, SCMP_CMP_MASKED_EQ, flag, flag))
         rule("clone3", ENOSYS)  # its flags live in memory a filter cannot read; libc falls back to clone()
@@ -220,5 +222,8 @@ class Settings:
         self.nproc = int(cfg["max_processes"])
         self.nofile = int(cfg["max_open_files"])
         self.fsize_mb = int(cfg["max_file_mb"])
-        bpf = compile_seccomp() if cfg.get("seccomp", True) else None
+        self.memory_bound = cfg["memory_bound"]
+        bpf = compile_seccomp(SHARED_MEMORY if self.memory_bound != "cgroup" else ()) if cfg["seccomp"] else None
+        if cfg["seccomp"] and not bpf:  # fail closed: the filter is part of what bounds memory and the network
+            raise OSError("libseccomp (libseccomp.so.2) is not usable inside the sandbox; apt-get install libseccomp2")
         self.seccomp = Seccomp(bpf) if bpf else None

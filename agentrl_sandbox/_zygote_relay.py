@@ -16,9 +16,9 @@ import struct
 import time
 
 from _zygote_kernel import Settings, frame, recv_frame, send_msg, write_all
-from _zygote_run import Pipes
+from _zygote_run import CONFINED, Pipes
 
-NO_OUTPUT_GRACE_S = 5.0  # pipes still open this long after the run ended: give up on the rest
+DRAIN_GRACE_S = 1.0  # after the run's end or kill (and the sweep of its processes): output still read, at most
 
 
 class Capture:
@@ -76,8 +76,9 @@ class Run:
             self.wstatus, self.ended_at = wstatus, time.monotonic()
 
 
-def serve_one(conn: socket.socket, st: Settings, g_pid: int, isolation: dict, pipes: Pipes) -> None:
-    """S: relay one request to G, drain and cap its output, enforce the wall deadline, reply."""
+def serve_one(conn: socket.socket, st: Settings, g_pid: int, isolation: dict, pipes: Pipes, sweep) -> None:
+    """S: relay one request to G, drain and cap its output, enforce the wall deadline, reply. ``sweep()`` kills every
+    process of the slot's namespace but its init."""
     try:
         raw = recv_frame(conn.fileno())
         request = json.loads(raw)
@@ -89,7 +90,7 @@ def serve_one(conn: socket.socket, st: Settings, g_pid: int, isolation: dict, pi
     os.close(pipes.ctl_w)
     pipes.ctl_w = -1
     cap = Capture(st.max_output)
-    relay(conn, run, pipes, cap, (request.get("stdin") or "").encode())
+    relay(conn, run, pipes, cap, (request.get("stdin") or "").encode(), sweep)
     reply = {
         "stdout": cap.text(pipes.out_r),
         "stderr": cap.text(pipes.err_r),
@@ -115,8 +116,12 @@ def _outcome(run: Run, cap: Capture) -> dict:
     return {"exit_code": exit_code, "timed_out": run.timed_out, "cpu_limited": cpu_limited, "lost": lost}
 
 
-def relay(conn: socket.socket, run: Run, pipes: Pipes, cap: Capture, stdin: bytes) -> None:
-    """Feed stdin, drain stdout/stderr into ``cap`` and wait for G's status, until it ended or was killed."""
+def relay(conn: socket.socket, run: Run, pipes: Pipes, cap: Capture, stdin: bytes, sweep) -> None:
+    """Feed stdin, drain stdout/stderr into ``cap`` and wait for G's status, until it ended or was killed.
+
+    Once G ended (unless it reported its status itself: then its output is complete) or was killed, every process of
+    the run is killed before any further output is read, and that drain lasts DRAIN_GRACE_S at most: whatever the
+    run left behind, the slot is free by the deadline + the grace."""
     streams = [pipes.out_r, pipes.err_r]
     g_exit = os.pidfd_open(run.g_pid)  # readable once G has exited
     poller = select.poll()
@@ -128,17 +133,20 @@ def relay(conn: socket.socket, run: Run, pipes: Pipes, cap: Capture, stdin: byte
     else:
         os.close(pipes.in_w)
         pipes.in_w = -1
-    open_streams, sent, status = set(streams), 0, b""
+    open_streams, sent, status, drain_until = set(streams), 0, b"", None
     try:
         while run.wstatus is None or open_streams:
             now = time.monotonic()
             if now >= run.deadline and not run.killed:
                 run.timed_out = True
                 run.kill()
-            done = run.killed or run.wstatus is not None
-            events = poller.poll(int(1000 * (NO_OUTPUT_GRACE_S if done else run.deadline - now)) + 1)
-            if not events and done:
+            if drain_until is None and (run.killed or run.wstatus is not None):
+                sweep()  # no process of the run is left to hold the pipes open or to write more
+                drain_until = now = time.monotonic()
+                drain_until += DRAIN_GRACE_S
+            if drain_until is not None and now >= drain_until:
                 break
+            events = poller.poll(int(1000 * ((drain_until or run.deadline) - now)) + 1)
             for fd, _ in events:
                 if fd == conn.fileno():
                     run.kill()
@@ -146,12 +154,14 @@ def relay(conn: socket.socket, run: Run, pipes: Pipes, cap: Capture, stdin: byte
                 elif fd == pipes.in_w:
                     sent = _feed(pipes, poller, stdin, sent)
                 elif fd == pipes.rep_r:
-                    chunk = os.read(fd, 4)
+                    chunk = os.read(fd, 5)
                     status += chunk
                     if not chunk:
                         poller.unregister(fd)
-                    elif len(status) >= 4 and run.wstatus is None:
-                        run.ended(struct.unpack(">i", status[:4])[0])
+                    elif status[:1] != CONFINED:  # S dies: the host gets an infra_error, the zygote counts it
+                        raise RuntimeError(f"run set-up failed: {status.decode(errors='replace')}")
+                    elif len(status) >= 5 and run.wstatus is None:
+                        run.ended(struct.unpack(">i", status[1:5])[0])
                         if not run.killed:  # all G wrote before reporting is in the pipes already: take it
                             cap.drain_available(streams)
                         open_streams.clear()

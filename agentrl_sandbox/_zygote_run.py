@@ -45,6 +45,7 @@ from _zygote_kernel import (
 SCRATCH = "/tmp"
 MAIN = "/tmp/main.py"
 READY = b"\x01"  # G -> S once set up; anything else is an error message
+CONFINED = b"\x02"  # G -> S once its request's limits are in force; anything else is an error message
 MT_KEY_BYTES = 624 * 4
 MT_POS_END = struct.pack("<i", 624)  # the key is used up: the next draw regenerates it from the new seed
 
@@ -54,7 +55,7 @@ class Pipes:
 
     def __init__(self) -> None:
         self.ctl_r, self.ctl_w = os.pipe()  # S -> G: the request
-        self.rep_r, self.rep_w = os.pipe()  # G -> S: READY (or why not), then the exit status once output is flushed
+        self.rep_r, self.rep_w = os.pipe()  # G -> S: READY, CONFINED (or why not), then the exit status
         self.in_r, self.in_w = os.pipe()
         self.out_r, self.out_w = os.pipe()
         self.err_r, self.err_w = os.pipe()
@@ -108,38 +109,52 @@ def run_code(st: Settings, pipes: Pipes, reseed: Reseeder, inherited: list) -> N
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={st.scratch_mb}m,mode=700")
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777")
         for fd, target in ((pipes.in_r, 0), (pipes.out_w, 1), (pipes.err_w, 2)):
             os.dup2(fd, target)
         keep_only_fds([pipes.ctl_r, pipes.rep_w])
         os.chdir(SCRATCH)
-        clear_capabilities()
-        if st.seccomp is not None:
-            st.seccomp.install()
-        for which, value in (
-            (resource.RLIMIT_NPROC, st.nproc),
-            (resource.RLIMIT_NOFILE, st.nofile),
-            (resource.RLIMIT_FSIZE, st.fsize_mb << 20),
-            (resource.RLIMIT_CORE, 0),
-        ):
-            resource.setrlimit(which, (value, value))
         reseed()
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.write(pipes.rep_w, f"{type(exc).__name__}: {exc}".encode()[:4000] or b"?")
-        os._exit(71)
+        _fail(pipes, exc)
     os.write(pipes.rep_w, READY)
     try:
         request = recv_msg(pipes.ctl_r)
     except (EOFError, OSError, ValueError):
         os._exit(0)  # the supervisor went away before sending a request: nothing to run
     os.close(pipes.ctl_r)
+    try:
+        confine(st, int(request["memory_mb"]))
+    except BaseException as exc:  # S gets this text instead of CONFINED: it fails closed (infra_error)
+        _fail(pipes, exc)
+    os.write(pipes.rep_w, CONFINED)  # before any of the code runs: the code cannot forge or withhold it
     status = run_request(request)
     # Fast path: tell S the status now instead of making it wait for this process's (slow, large) teardown. The code
     # could write here itself, but it gains nothing it could not get by calling os._exit() at the same point.
     with contextlib.suppress(OSError):
         os.write(pipes.rep_w, struct.pack(">i", (status & 0xFF) << 8))
     os._exit(status)
+
+
+def confine(st: Settings, memory_mb: int) -> None:
+    """The rest of G's set-up, once its memory_mb is known: /dev/shm (its pages are not in RLIMIT_AS, so the tmpfs is
+    capped at memory_mb), then no capabilities, seccomp and the rlimits."""
+    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={max(1, memory_mb)}m,mode=1777")
+    clear_capabilities()
+    if st.seccomp is not None:
+        st.seccomp.install()
+    for which, value in (
+        (resource.RLIMIT_NPROC, st.nproc),
+        (resource.RLIMIT_NOFILE, st.nofile),
+        (resource.RLIMIT_FSIZE, st.fsize_mb << 20),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(which, (value, value))
+
+
+def _fail(pipes: Pipes, exc: BaseException) -> None:
+    with contextlib.suppress(OSError):
+        os.write(pipes.rep_w, f"{type(exc).__name__}: {exc}".encode()[:4000] or b"?")
+    os._exit(71)
 
 
 def run_request(request: dict) -> int:

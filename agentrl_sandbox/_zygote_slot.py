@@ -21,6 +21,7 @@ from _zygote_kernel import (
     MS_NODEV,
     MS_NOEXEC,
     MS_NOSUID,
+    MS_RDONLY,
     PR_SET_DUMPABLE,
     PR_SET_PDEATHSIG,
     Settings,
@@ -69,6 +70,14 @@ def worker(st: Settings, accept, inherited: list, reseed: Reseeder, runs: int | 
         os._exit(3)
     with open("/proc/1/cmdline", "rb") as f:  # pid 1 of the /proc the runs see: the slot's init, or bwrap's
         isolation = {"private_proc": not f.read().startswith(b"bwrap"), "seccomp": st.seccomp is not None}
+    isolation.update(memory_bound=st.memory_bound, cpu_share=None)  # no per-call cgroup: RLIMIT_CPU per process
+
+    def sweep() -> None:
+        os.write(cmd_w, b"K")  # nothing the run started survives into the next run
+        if os.read(ack_r, 1) != b"k":
+            sys.stderr.write("agentrl sandbox: namespace init died\n")
+            os._exit(3)
+
     served = 0
     while runs is None or served < runs:
         pipes = Pipes()
@@ -85,7 +94,7 @@ def worker(st: Settings, accept, inherited: list, reseed: Reseeder, runs: int | 
             os._exit(3)
         conn = accept()
         try:
-            serve_one(conn, st, g_pid, isolation, pipes)
+            serve_one(conn, st, g_pid, isolation, pipes, sweep)
         finally:
             conn.close()
             with contextlib.suppress(ProcessLookupError):
@@ -93,10 +102,7 @@ def worker(st: Settings, accept, inherited: list, reseed: Reseeder, runs: int | 
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(g_pid, 0)
             pipes.close_supervisor_side()
-            os.write(cmd_w, b"K")  # nothing the run started survives into the next run
-            if os.read(ack_r, 1) != b"k":
-                sys.stderr.write("agentrl sandbox: namespace init died\n")
-                os._exit(3)
+            sweep()
         served += 1
 
 
@@ -111,7 +117,8 @@ def run_init(st: Settings, cmd_r: int, ack_w: int) -> None:
     # Without it the runs see the sandbox-wide /proc: still no other run's secrets (non-dumpable, other pid ns).
     with contextlib.suppress(OSError):
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "")
-    mount("tmpfs", st.socket_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
+    # Read-only: the tmpfs belongs to the sandbox uid, so a run could chmod it and leave data for the next run.
+    mount("tmpfs", st.socket_dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
     if st.seccomp is not None:
         st.seccomp.install()
     os.write(ack_w, b"R")

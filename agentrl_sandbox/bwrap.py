@@ -39,6 +39,10 @@ MAX_OPEN_FILES = 256
 MAX_FILE_MB = 64  # RLIMIT_FSIZE
 SCRATCH_MB = 128  # private tmpfs at /tmp per run
 REPLY_SLACK_S = 30.0  # beyond the run's own timeout, how long the host waits for a reply before infra_error
+# What bounds a run's memory besides RLIMIT_AS: shared memory (memfd, SysV shm) is denied by seccomp and each run's
+# /dev/shm is a tmpfs of memory_mb. A per-call memory cgroup is not implemented: docs/sandbox.md says what that leaves.
+MEMORY_BOUND = "rlimit+shm_cap"
+DEV_NODES = ("null", "zero", "full", "random", "urandom")
 FIX = "run `make install` (installs bubblewrap via apt-get) or `apt-get install -y bubblewrap`"
 
 
@@ -86,7 +90,7 @@ class BwrapCommand:
         self.fds: list[int] = []  # the memfds and O_PATH fds bwrap binds (cleanup closes them)
         argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
         argv += _system_binds()
-        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc", *_dev_binds(), "--size", str(64 << 20), "--tmpfs", "/tmp"]
         site_argv, inner_sites = self._bind_site_dirs()
         argv += site_argv + self._bind_scripts()
         argv += ["--bind", self.rundir, SOCKET_DIR, "--remount-ro", "/", "--chdir", "/tmp"]
@@ -104,6 +108,7 @@ class BwrapCommand:
             "max_open_files": MAX_OPEN_FILES,
             "max_file_mb": MAX_FILE_MB,
             "seccomp": True,
+            "memory_bound": MEMORY_BOUND,
             "oneshot_fd": oneshot_fd,
         }
         self.extra_fds = [] if oneshot_fd is None else [oneshot_fd]  # passed to bwrap, owned by the caller
@@ -225,3 +230,14 @@ def _system_binds() -> list[str]:
         if os.path.exists(path):
             argv += ["--ro-bind", path, path]
     return argv
+
+
+def _dev_binds() -> list[str]:
+    """A read-only /dev with only the nodes Python needs: bwrap's --dev is a writable tmpfs shared by every run, with
+    ptys every run can open (both were channels between concurrent calls). Each run mounts its own /dev/shm."""
+    argv = ["--size", str(64 << 10), "--tmpfs", "/dev"]
+    for name in DEV_NODES:
+        argv += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for i, name in enumerate(("stdin", "stdout", "stderr")):
+        argv += ["--symlink", f"/proc/self/fd/{i}", f"/dev/{name}"]
+    return [*argv, "--symlink", "/proc/self/fd", "/dev/fd", "--dir", "/dev/shm", "--remount-ro", "/dev"]

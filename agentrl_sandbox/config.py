@@ -71,11 +71,10 @@ class SandboxConfig:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> SandboxConfig:
         values = dict(values or {})
-        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        known = sorted(f.name for f in dataclasses.fields(cls))
+        unknown = sorted(set(values) - set(known))
         if unknown:
-            raise ValueError(
-                f"unknown key(s) {unknown} in agentrl.sandbox; valid keys: {sorted(f.name for f in dataclasses.fields(cls))}"
-            )
+            raise ValueError(f"unknown key(s) {unknown} in agentrl.sandbox; valid keys: {known}")
         return cls(**values).with_env_overrides()
 
     def with_env_overrides(self) -> SandboxConfig:

@@ -114,13 +114,20 @@ def _ends_with_memory_error(stderr: str) -> bool:
 _MEMORY_ERRORS = ("MemoryError", "_ArrayMemoryError")  # numpy raises its MemoryError subclass
 
 
+CODE_FILE = "main.py"  # every backend writes the code to this file in the scratch dir
+
+
 def check_files(files: Files | None) -> dict[str, bytes]:
     """Validate ``files`` (relative paths inside the scratch dir) and encode str contents as UTF-8."""
     out: dict[str, bytes] = {}
     for path, content in (files or {}).items():
-        parts = str(path).replace("\\", "/").split("/")
+        if "\0" in str(path):  # the kernel cannot take it: the run would fail as if the code had
+            raise ValueError(f"sandbox file path {path!r} contains a NUL character")
+        parts = [p for p in str(path).replace("\\", "/").split("/") if p != "."]
         if not path or str(path).startswith("/") or any(p in ("", "..") for p in parts):
             raise ValueError(f"sandbox file path {path!r} must be relative, without '..' or empty components")
+        if parts == [CODE_FILE]:  # the code itself is written there: the file would be silently replaced
+            raise ValueError(f"sandbox file path {path!r} is the code's own file ({CODE_FILE}); pass it as code")
         out["/".join(parts)] = content.encode() if isinstance(content, str) else bytes(content)
     return out
 

@@ -234,12 +234,21 @@ def _print_human(report: dict[str, Any]) -> None:
     if not sandbox.get("skipped"):
         status = "ok " if sandbox.get("ok") else "BAD"
         print(f"  [{status}] sandbox           {json.dumps({k: v for k, v in sandbox.items() if k != 'ok'})}")
+        if bound := sandbox.get("isolation", {}).get("memory_bound"):  # local backend: what bounds a run's memory
+            print(f"  [ok ] sandbox memory    {MEMORY_BOUNDS.get(bound, bound)}")
     hw = report.get("hardware", {})
     cuda = f"cuda={hw.get('cuda_available')} ({hw.get('cuda_devices')} devices)"
     print(f"torch {hw.get('torch')}  {cuda}  vllm={hw.get('vllm')}")
     for problem in report.get("problems", []):
         print(f"PROBLEM: {problem}")
     print("all checks passed" if report.get("ok") else "doctor found problems (see above)")
+
+
+MEMORY_BOUNDS = {
+    "rlimit+shm_cap": "RLIMIT_AS of memory_mb per process; memfd/SysV shm denied, /dev/shm capped at memory_mb "
+    "(no per-call memory cgroup)",
+    "cgroup": "a per-call memory cgroup of memory_mb",
+}
 
 
 def main(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,175 @@ def test_runs_are_independent(pool, tier):
     assert len(a) == len(b) == 3 and all(x != y for x, y in zip(a, b, strict=True)), (a, b)  # each fork reseeded
     assert pool.run("x = 1").status == "ok"
     assert pool.run("print(x)").status == "runtime_error"  # no state carried between runs
+
+
+# ---------------------------------------------------------------- issue 34: the red team's attacks 1-7
+DEV_NODES = {"null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm"}
+WRITABLE_MOUNTS = {"/tmp", "/dev/shm", "/proc", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+
+
+def test_only_the_runs_private_mounts_are_writable(pool):
+    # Attacks 1 and 2: /dev (bwrap's tmpfs, shared by the pool) and /run/agentrl (chmod-able) were writable.
+    res = pool.run(
+        "import os\n"
+        "top = {}\n"
+        "for line in open('/proc/self/mountinfo'):\n"
+        "    f = line.split()\n"
+        "    top[f[4]] = f[5].split(',')[0]\n"  # the last mount at a path is the one the run sees
+        "print([p for p, mode in top.items() if mode == 'rw'])\n"
+        "print(sorted(os.listdir('/dev')))\n"
+        "for d in ('/dev', '/dev/pts', '/run', '/run/agentrl'):\n"
+        "    try: os.chmod(d, 0o777); print('CHMOD', d)\n"
+        "    except OSError: pass\n"
+        "    try: open(d + '/agentrl_probe', 'w').write('x'); print('WROTE', d)\n"
+        "    except OSError: pass\n"
+    )
+    assert res.status == "ok", res
+    rw, dev, *rest = res.stdout.splitlines()
+    assert set(eval(rw)) <= WRITABLE_MOUNTS, rw
+    assert set(eval(dev)) <= DEV_NODES, dev  # no ptmx/pts: a pty is a channel between concurrent calls
+    assert not rest, rest
+
+
+def test_dev_shm_is_private_and_capped_at_memory_mb(pool):
+    # Attack 4 (fallback bound): /dev/shm pages are not in RLIMIT_AS, so the tmpfs itself is capped at memory_mb.
+    if pool.describe()["isolation"].get("memory_bound") == "cgroup":
+        pytest.skip("a per-call memory cgroup counts /dev/shm; test_memory_cgroup_counts_shared_memory covers it")
+    res = pool.run(
+        "n = 0\n"
+        "try:\n"
+        "    with open('/dev/shm/fill', 'wb') as f:\n"
+        "        for n in range(1, 41):\n"
+        "            f.write(b'x' * (1 << 20)); f.flush()\n"
+        "except OSError as e:\n"
+        "    print('stopped', n, e.errno)\n"
+        "else:\n"
+        "    print('WROTE', n)\n",
+        memory_mb=24,
+    )
+    assert res.status == "ok", res
+    assert res.stdout.startswith("stopped") and int(res.stdout.split()[1]) <= 25, res.stdout
+    assert "fill" not in pool.run("import os; print(os.listdir('/dev/shm'))").stdout
+
+
+def test_shared_memory_outside_rlimit_as_is_denied(pool):
+    # Attack 4: memfd_create and SysV shm pages are not counted by RLIMIT_AS (+1 GiB of host Shmem at memory_mb=64).
+    if pool.describe()["isolation"].get("memory_bound") == "cgroup":
+        pytest.skip("a per-call memory cgroup counts memfd pages; test_memory_cgroup_counts_shared_memory covers it")
+    res = pool.run(
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "try: os.memfd_create('x'); print('MEMFD')\n"
+        "except OSError as e: print('memfd denied', e.errno)\n"
+        "print('shmget', libc.shmget(0, 1 << 20, 0o1600), ctypes.get_errno())\n",  # IPC_PRIVATE, IPC_CREAT|0600
+        memory_mb=64,
+    )
+    assert res.status == "ok", res
+    assert "MEMFD" not in res.stdout and "memfd denied" in res.stdout, res.stdout
+    assert "shmget -1" in res.stdout, res.stdout
+    assert pool.describe()["isolation"]["memory_bound"] == "rlimit+shm_cap"
+
+
+def test_memory_cgroup_counts_shared_memory(pool):
+    bound = pool.describe()["isolation"].get("memory_bound")
+    if bound != "cgroup":
+        pytest.skip(f"no per-call memory cgroup on this machine (memory bound in force: {bound}; see docs/sandbox.md)")
+    res = pool.run("import os, mmap\nfd = os.memfd_create('x')\nos.write(fd, b'x' * (96 << 20))\n", memory_mb=32)
+    assert res.status in ("memory_exceeded", "runtime_error"), res
+
+
+def test_cpu_share_per_call(pool):
+    cpu = pool.describe()["isolation"].get("cpu_share")
+    if not cpu:
+        pytest.skip("no per-call CPU cgroup on this machine (no delegated cgroup v2): RLIMIT_CPU per process only")
+    raise AssertionError(f"a per-call CPU share is reported ({cpu}) but has no test")
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_only_unix_sockets(pool, tier):
+    # Attack 5: the deny-list missed AF_VSOCK (the net namespace does not confine it); an allow-list of AF_UNIX.
+    families = {"vsock": 40, "alg": 38, "key": 15, "tipc": 30, "can": 29, "xdp": 44, "rds": 21, "bluetooth": 31}
+    res = run_in(
+        pool,
+        tier,
+        "import ctypes, socket\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"for name, fam in {families!r}.items():\n"
+        "    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_SEQPACKET):\n"
+        "        fd = libc.socket(fam, kind, 0)\n"
+        "        print(name, fd, ctypes.get_errno()) if fd >= 0 or ctypes.get_errno() != 1 else None\n"
+        "a, b = socket.socketpair(); a.send(b'u'); print('unix', b.recv(1))\n",
+    )
+    assert res.status == "ok", res
+    assert res.stdout == "unix b'u'\n", res.stdout  # every other family: EPERM from seccomp, before the kernel
+
+
+def test_files_refuses_main_py_and_nul_names(pool):
+    # Attack 7: files={"main.py": ...} was silently replaced by the code; a NUL name came back as runtime_error/70.
+    for files in ({"main.py": "print('mine')"}, {"./main.py": "x"}, {"a\0b": "x"}, {"d/e\0": "x"}):
+        with pytest.raises(ValueError, match=r"main\.py|NUL"):
+            pool.run("print(1)", files=files)
+    assert pool.run("print(open('sub/main.py').read())", files={"sub/main.py": "ok"}).stdout == "ok\n"
+
+
+CHANNEL_WRITER = (
+    "import os, socket, time\n"
+    "for d in ('/dev', '/dev/shm', '/run', '/run/agentrl', '/tmp', '/'):\n"
+    "    try: open(d + '/agentrl_chan', 'w').write('x')\n"
+    "    except OSError: pass\n"
+    "    try: socket.socket(socket.AF_UNIX).bind(d + '/agentrl_chan.sock')\n"
+    "    except OSError: pass\n"
+    "try: pty = os.open('/dev/ptmx', os.O_RDWR)\n"
+    "except OSError: pass\n"
+    "time.sleep(2)\n"
+)
+CHANNEL_READER = (
+    "import os, time\n"
+    "time.sleep(0.7)\n"
+    "for d in ('/dev', '/dev/pts', '/dev/shm', '/run', '/run/agentrl', '/tmp', '/'):\n"
+    "    try: print(d, sorted(os.listdir(d)))\n"
+    "    except OSError as e: print(d, type(e).__name__)\n"
+)
+
+
+def test_concurrent_calls_share_no_channel(pool):
+    # Attack 1: two calls at once used a file, a unix socket (fd passing) or a pty under the shared /dev.
+    with ThreadPoolExecutor(2) as ex:
+        writer = ex.submit(pool.run, CHANNEL_WRITER, timeout_s=5)
+        reader = ex.submit(pool.run, CHANNEL_READER, timeout_s=5)
+        res = reader.result()
+        assert writer.result().status == "ok"
+    assert res.status == "ok", res
+    assert "agentrl_chan" not in res.stdout, res.stdout
+    assert "/dev/pts ['ptmx']" not in res.stdout and "'0'" not in res.stdout, res.stdout
+
+
+WEDGE_GRACE_S = 2.0  # the supervisor's fixed drain after the run's end (1 s) + the host's own overhead
+WEDGES = {
+    # Attack 3: a child keeps stdout open and writes to it after the run exited: the drain never ended.
+    "writer": "import os, time\nif os.fork() == 0:\n    while True:\n        os.write(1, b'.'); time.sleep(0.2)\n"
+    "os._exit(0)\n",
+    "spinner": "import os\nif os.fork() == 0:\n    while True: pass\nos._exit(0)\n",
+    "past_deadline": "import os, time\nif os.fork() == 0:\n    while True:\n        os.write(2, b'.')\n"
+    "        time.sleep(0.2)\nwhile True: pass\n",
+}
+
+
+@pytest.mark.parametrize("kind", WEDGES)
+def test_wedging_program_frees_its_slot(pool, kind):
+    baseline = settled_count(pool)
+    timeout_s = 1.0
+
+    def call(_: int) -> float:
+        start = time.monotonic()
+        res = pool.run(WEDGES[kind], timeout_s=timeout_s)
+        assert res.status in ("ok", "timeout"), res
+        return time.monotonic() - start
+
+    with ThreadPoolExecutor(2) as ex:  # 4 calls: every light slot of the pool (2 x pool_size) once
+        durations = list(ex.map(call, range(4)))
+    assert max(durations) < timeout_s + WEDGE_GRACE_S, durations
+    start = time.monotonic()
+    assert pool.run("print(1)").stdout == "1\n"
+    assert time.monotonic() - start < 1.0
+    assert settled_count(pool, expect_at_most=baseline, timeout_s=3) <= baseline  # no child outlived its call
