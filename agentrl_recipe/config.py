@@ -54,7 +54,7 @@ def from_mapping(cls: type[T], values: Mapping[str, Any] | None, *, where: str) 
 
 
 def sandbox_config(trainer_config: Any) -> SandboxConfig:
-    """``agentrl.sandbox`` of a trainer config (environment overrides applied): one block for the tool and the reward."""
+    """``agentrl.sandbox`` of a trainer config, environment overrides applied: one block for tool and reward."""
     return SandboxConfig.from_dict(section(trainer_config, "sandbox"))
 
 

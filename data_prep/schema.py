@@ -36,7 +36,7 @@ from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
 from agentrl_recipe.rewards.code.assert_tests import AssertTests, is_assert_form
 from agentrl_recipe.rewards.code.io_tests import CodeTests
-from agentrl_recipe.rewards.scoring import task_kind
+from agentrl_recipe.tasks import task_kind
 
 PROMPT_ROLES = ("system", "user", "assistant")
 SFT_ROLES = ("system", "user", "assistant", "tool")

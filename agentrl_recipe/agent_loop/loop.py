@@ -21,7 +21,7 @@ tokenization, masks and limits are verl's — and changes three things through i
 A *void turn* is an assistant turn the model ended (stop token) with neither a complete, valid tool call nor a final
 answer — SimpleTIR's "void turn". A final answer is a closed ``\\boxed{...}`` for math and GPQA rows, and a closed
 fenced code block (```` ```python ```` or ```` ``` ````) for code rows (routing by ``data_source`` through
-``rewards.scoring.task_kind``). A turn with only malformed calls is void; a turn cut off by the response budget is
+``agentrl_recipe.tasks``). A turn with only malformed calls is void; a turn cut off by the response budget is
 not (the model did not end it: that is the overlong case), and neither is its unfinished tool call malformed.
 
 Settings: ``agentrl.agent_loop.*`` (:class:`~agentrl_recipe.agent_loop.settings.AgentLoopSettings`). The limits are
@@ -41,7 +41,7 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe import compat, log_filters, names, trace
+from agentrl_recipe import compat, log_filters, names, tasks, trace
 from agentrl_recipe.agent_loop.render_cache import memoize_renders
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
 from agentrl_recipe.agent_loop.trajectory import INFRA_STATUS, Trajectory
@@ -51,10 +51,8 @@ from agentrl_recipe.agent_loop.turn_checks import (
     check_call,
     check_hermes_blocks,
     content_without_calls,
-    has_final_answer,
     valid_first,
 )
-from agentrl_recipe.rewards.scoring import task_kind
 from agentrl_recipe.verl_adapters.tool_agent_loop import ToolAgentLoopHooks, active_tools
 
 __all__ = ["INFRA_STATUS", "AgentRLToolAgentLoop", "MalformedCall", "Termination"]
@@ -108,11 +106,11 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
             memoize_renders(self.continuous_token_builder)
         # Block-level checks know the hermes syntax only; other parsers still get the semantic checks (check_call).
         self._hermes = self.tool_parser_name == "hermes"
-        self._task_kind = "math"
+        self._answer_check = tasks.load(tasks.by_name("math").answer_check)
         self._stop_texts = [t for t in {self.tokenizer.eos_token, self.tokenizer.pad_token} if t]
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any):
-        self._task_kind = task_kind(str(kwargs.get("data_source") or ""))
+        self._answer_check = tasks.load(tasks.task_for(str(kwargs.get("data_source") or "")).answer_check)
         trace.mark(names.AGENT_LOOP)
         return await super().run(sampling_params, **kwargs)
 
@@ -148,7 +146,7 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
             state = AgentState.PROCESSING_TOOLS
 
         valid_call = any(not isinstance(call, MalformedCall) for call in calls)
-        answered = has_final_answer(TOOL_CALL_BLOCK.sub("", text), self._task_kind)
+        answered = self._answer_check(TOOL_CALL_BLOCK.sub("", text))
         if stopped and not valid_call and not answered:
             traj.record_void_turn()
 

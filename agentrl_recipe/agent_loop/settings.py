@@ -22,8 +22,8 @@ class AgentLoopSettings:
     # Copy the conversation (messages with tool calls and tool responses) into extra_fields[FIELD_MESSAGES]. Off for
     # training (every row would carry it through the batch and to the reward workers); rollout.py turns it on.
     record_messages: bool = False
-    # Memoize verl's chat-template renders (agentrl_recipe/agent_loop/render_cache.py): the constant prefix verl re-tokenizes
-    # on every tool turn then costs nothing. Same token ids; not in the paper (a speed-up only).
+    # Memoize verl's chat-template renders (agent_loop/render_cache.py): the constant prefix verl re-tokenizes on
+    # every tool turn then costs nothing. Same token ids; not in the paper (a speed-up only).
     memoize_renders: bool = True
 
     def __post_init__(self) -> None:

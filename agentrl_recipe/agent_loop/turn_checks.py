@@ -25,10 +25,13 @@ class MalformedCall(FunctionCall):
     feedback: str
 
 
-def has_final_answer(text: str, task_kind: str) -> bool:
-    """A closed ``\\boxed{...}`` (math, gpqa) or a closed fenced code block (code) in ``text``."""
-    if task_kind == "code":
-        return _CODE_FENCE.search(text) is not None
+def has_code_block(text: str) -> bool:
+    """A closed fenced code block in ``text`` (a code task's final answer)."""
+    return _CODE_FENCE.search(text) is not None
+
+
+def has_boxed_answer(text: str) -> bool:
+    """A closed ``\\boxed{...}`` in ``text`` (a math or GPQA task's final answer)."""
     start = text.rfind("\\boxed{")
     if start < 0:
         return False

@@ -24,7 +24,7 @@ from typing import Any
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_path, atomic_write_jsonl
 
-DATA_SOURCE = "agentrl_demo_arith"  # no "code"/"gpqa" in it -> scoring.task_kind routes it to the math scorer
+DATA_SOURCE = "agentrl_demo_arith"  # no "code"/"gpqa" in it -> agentrl_recipe.tasks routes it to the math scorer
 ABILITY = "math"
 INSTRUCTION = "Use the code_interpreter tool, then give the answer in \\boxed{}."
 # The teacher states the expression before calling the tool: a second copy of the operands per trajectory, nearer its

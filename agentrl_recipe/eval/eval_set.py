@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrl_recipe.problems import prompt_id, read_problem_rows
-from agentrl_recipe.rewards.scoring import task_kind
+from agentrl_recipe.tasks import task_kind
 
 
 @dataclass
 class EvalProblem:
     prompt_id: str
     data_source: str
-    task: str  # math | gpqa | code (agentrl_recipe.rewards.scoring.task_kind)
+    task: str  # math | gpqa | code (agentrl_recipe.tasks)
     ground_truth: Any
     row: dict[str, Any]  # the full row, handed to the rollout as-is
     file: str

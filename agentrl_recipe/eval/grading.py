@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl_recipe import tasks
 from agentrl_recipe.eval import lcb
 
 
@@ -45,21 +46,50 @@ async def agrade_sample(
     sandbox: Any = None,
     lcb_timeout_s: float = lcb.LCB_TIMEOUT_S,
 ) -> SampleGrade:
-    """Grade one trajectory. ``response_text`` is the decoded response (all turns, as the training scorer sees it)."""
-    if task == "code":
-        grade = await lcb.agrade_response(
-            final_assistant_text(messages, response_text), ground_truth, sandbox=sandbox, timeout_s=lcb_timeout_s
-        )
-        return SampleGrade(
-            correct=None if grade.infra_failure else grade.passed,
-            score=1.0 if grade.passed else 0.0,
-            final_answer=grade.code or None,
-            infra_failure=grade.infra_failure,
-            detail=grade.as_dict(),
-        )
-    from agentrl_recipe.rewards.scoring import compute_score
+    """Grade one trajectory with its task kind's ``eval_grader`` (:mod:`agentrl_recipe.tasks`). ``response_text`` is
+    the decoded response (all turns, as the training scorer sees it)."""
+    grader = tasks.load(tasks.by_name(task).eval_grader)
+    return await grader(
+        data_source, ground_truth, response_text, messages, sandbox=sandbox, lcb_timeout_s=lcb_timeout_s
+    )
 
-    result = compute_score(data_source, response_text, ground_truth)
+
+async def agrade_code_sample(
+    data_source: str,
+    ground_truth: Any,
+    response_text: str,
+    messages: list[dict[str, Any]] | None,
+    *,
+    sandbox: Any = None,
+    lcb_timeout_s: float = lcb.LCB_TIMEOUT_S,
+) -> SampleGrade:
+    """LiveCodeBench's rule: the final assistant message's program passes every test."""
+    grade = await lcb.agrade_response(
+        final_assistant_text(messages, response_text), ground_truth, sandbox=sandbox, timeout_s=lcb_timeout_s
+    )
+    return SampleGrade(
+        correct=None if grade.infra_failure else grade.passed,
+        score=1.0 if grade.passed else 0.0,
+        final_answer=grade.code or None,
+        infra_failure=grade.infra_failure,
+        detail=grade.as_dict(),
+    )
+
+
+async def agrade_answer_sample(
+    data_source: str,
+    ground_truth: Any,
+    response_text: str,
+    messages: list[dict[str, Any]] | None,
+    *,
+    sandbox: Any = None,
+    lcb_timeout_s: float = lcb.LCB_TIMEOUT_S,
+) -> SampleGrade:
+    """The training scorer's accuracy (strict last ``\\boxed{}``): eval and RL agree on what "correct" means."""
+    # The scorer imports verl: loaded when a sample is graded, never by `eval report` / `eval compare`.
+    from agentrl_recipe.rewards.scoring import acompute_score
+
+    result = await acompute_score(data_source, response_text, ground_truth)
     correct = bool(result.get("acc"))
     pred = result.get("pred")
     return SampleGrade(

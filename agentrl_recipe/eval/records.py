@@ -1,8 +1,8 @@
 """The eval dump's records: one per (problem, sample), a trajectory's fields next to its grade; grading and re-grading.
 
 Record keys (the dump's format, read by the report and by resumed runs): ``prompt_id, sample, data_source, task,
-messages, response``, the grade (:func:`grade_fields`), then the trajectory's :data:`~agentrl_recipe.agent_loop.trajectory.
-EVAL_KEYS`.
+messages, response``, the grade (:func:`grade_fields`), then the trajectory's
+:data:`~agentrl_recipe.agent_loop.trajectory.EVAL_KEYS`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe import tasks
 from agentrl_recipe.eval import estimators as metrics
 from agentrl_recipe.eval.compare import compare_reports, protocol_differences
 from agentrl_recipe.eval.table import display_name, markdown_table, source_order
@@ -82,7 +83,7 @@ def source_results(
         seed=seed,
     )
     out["metrics"] = summary
-    if task == "code":
+    if tasks.by_name(task).headline == "pass@1":
         out["headline"] = {"metric": "pass@1", **summary["pass@k"]["1"]}
     else:
         out["headline"] = {"metric": f"avg@{n_min}", **summary["avg@n"]}

@@ -29,7 +29,7 @@ from agentrl_recipe.eval.eval_set import EvalProblem, load_problems
 from agentrl_recipe.eval.protocol import RESUMABLE_CHANGES, EvalConfig, protocol_deviations
 from agentrl_recipe.eval.records import grade_items, make_record, regrade_infra_failures
 from agentrl_recipe.eval.sampling import Generator, RolloutGenerator
-from agentrl_recipe.rewards.code.io_tests import run_coroutine_sync
+from agentrl_recipe.run_sync import run_coroutine_sync
 from agentrl_sandbox import get_sandbox
 from agentrl_sandbox.config import SandboxConfig
 

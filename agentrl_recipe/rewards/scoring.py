@@ -5,9 +5,9 @@ signature (usable as ``reward.custom_reward_function`` with any verl manager); :
 coroutine (what :class:`agentrl_recipe.rewards.manager.AgentRLRewardManager` calls). Every result has ``score``,
 ``acc`` and ``pred``, plus ``task_kind``; code results add ``tests_passed``, ``tests_total`` and ``infra_failure``.
 
-Routing is per row (the original dispatched on the batch's first row — a bug) by :func:`task_kind`, the one routing
-function the whole recipe uses: ``data_source.lower()`` containing "code" or "livecodebench" → code, containing
-"gpqa" → gpqa, anything else → math.
+Routing is per row by :func:`agentrl_recipe.tasks.task_for` (the one table of task kinds): ``data_source.lower()``
+containing "code" or "livecodebench" → code, containing "gpqa" → gpqa, anything else → math; the kind's ``scorer``
+is one of :func:`score_math_row`, :func:`score_gpqa_row`, :func:`score_code_row` below.
 
 Rules (Open-AgentRL ``recipe/demystify/reward.py`` → verl ``math_dapo.compute_score(strict_box_verify=True)`` and
 ``livecodebench/code_math.py``):
@@ -31,42 +31,24 @@ The ground truth of math/GPQA rows is a string (an int or float from a parquet c
 
 from __future__ import annotations
 
-import ast
+import inspect
 import math
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from verl.utils.reward_score import math_dapo
 
-from agentrl_recipe.rewards.code import released as code_released
-from agentrl_recipe.rewards.code.assert_form import AssertTests, parse_code_tests
-from agentrl_recipe.rewards.code.assert_tests import agrade_asserts, invalid_ground_truth
-from agentrl_recipe.rewards.code.io_tests import LCB_TIMEOUT_S, agrade_program, run_coroutine_sync
+from agentrl_recipe import tasks
 from agentrl_recipe.rewards.isolation import GraderCrashed, get_isolated_pool
-from agentrl_sandbox import get_sandbox
-from agentrl_sandbox.config import SandboxConfig
+from agentrl_recipe.run_sync import run_coroutine_sync
 
-TaskKind = Literal["math", "gpqa", "code"]
-TASK_KINDS: tuple[str, ...] = ("math", "gpqa", "code")
 MATH_VERIFIERS = ("strict", "math_verify")
 
 # The strict rule's windows (math_dapo.compute_score keeps 300 chars, is_correct_strict_box then 100).
 STRICT_OUTER_WINDOW = 300
 STRICT_INNER_WINDOW = 100
-CODE_FENCE = "```python\n"
 _MATH_VERIFY_TARGET = "agentrl_recipe.rewards.equivalence:math_verify_equal"
-
-
-def task_kind(data_source: str) -> TaskKind:
-    """The scorer for a row: "code" / "livecodebench" → code, "gpqa" → gpqa, else math (case-insensitive)."""
-    if not isinstance(data_source, str):
-        raise TypeError(f"data_source must be a string, got {type(data_source).__name__}: {data_source!r:.80}")
-    ds = data_source.lower()
-    if "code" in ds or "livecodebench" in ds:
-        return "code"
-    if "gpqa" in ds:
-        return "gpqa"
-    return "math"
 
 
 # --- math and GPQA ---
@@ -136,91 +118,58 @@ async def ascore_math_verify(solution_str: str, ground_truth: Any, *, timeout_s:
     return _math_verify_result(pred, gold, bool(equal))
 
 
-# --- code ---
+# --- one row, by its task kind (agentrl_recipe.tasks names these) ---
 
 
-def extract_last_python_block(solution_str: str) -> str | None:
-    """The last ```` ```python\\n...``` ```` block after the first ``</think>`` (None when there is none).
+@dataclass(frozen=True)
+class ScoreOptions:
+    """The scoring options of ``reward.reward_kwargs`` that reach the scorers (see :func:`acompute_score`)."""
 
-    Same blocks as the original's ``re.findall(r"```python\\n(.*?)```", s, re.DOTALL)[-1]`` (non-overlapping,
-    left to right, each closed by the next fence), found with ``str.find`` in linear time on any input.
-    """
-    _, sep, after = solution_str.partition("</think>")
-    text = after if sep else solution_str
-    last = None
-    pos = 0
-    while True:
-        start = text.find(CODE_FENCE, pos)
-        if start < 0:
-            break
-        body = start + len(CODE_FENCE)
-        end = text.find("```", body)
-        if end < 0:
-            break
-        last = text[body:end]
-        pos = end + 3
-    return last
+    math_verifier: str = "strict"
+    math_verify_timeout_s: float = 10.0
+    sandbox: Any = None
+    code_rules: str = "lcb"
+    code_timeout_s_per_test: float | None = None  # None: LiveCodeBench's 6 s (rewards.code.io_tests.LCB_TIMEOUT_S)
+    code_total_timeout_s: float | None = None
+    code_memory_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.code_rules not in ("lcb", "open_agentrl"):
+            raise ValueError(f"code_rules must be 'lcb' or 'open_agentrl', got {self.code_rules!r}")
+        if self.math_verifier not in MATH_VERIFIERS:
+            raise ValueError(f"math_verifier must be one of {MATH_VERIFIERS}, got {self.math_verifier!r}")
 
 
-def parseable_python(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):  # deep nesting raises the last two
-        return False
-    return True
+def score_math_row(solution_str: str, ground_truth: Any, opts: ScoreOptions) -> dict[str, Any] | Awaitable[dict]:
+    """The strict rule (in-line), or math-verify equivalence in a killable helper (a coroutine)."""
+    if opts.math_verifier == "math_verify":
+        return ascore_math_verify(solution_str, ground_truth, timeout_s=opts.math_verify_timeout_s)
+    return score_math_strict(solution_str, ground_truth)
 
 
-def _no_code_result(pred: str | None, n_tests: int) -> dict[str, Any]:
-    return {
-        "score": -1.0,
-        "acc": False,
-        "pred": pred,
-        "tests_passed": 0,
-        "tests_total": n_tests,
-        "infra_failure": False,
-    }
+def score_gpqa_row(solution_str: str, ground_truth: Any, opts: ScoreOptions) -> dict[str, Any]:
+    return score_gpqa(solution_str, ground_truth)
 
 
-async def ascore_code(
-    solution_str: str,
-    ground_truth: Any,
-    *,
-    sandbox: Any = None,
-    timeout_s_per_test: float = LCB_TIMEOUT_S,
-    total_timeout_s: float | None = None,
-    memory_mb: int | None = None,
-) -> dict[str, Any]:
-    """Fraction of tests passed in [0, 1]; −1 without a parseable last python block; infra failures flagged."""
-    try:  # LCB-style I/O tests or a LeetCode assert harness (rewards/assert_tests.py)
-        tests = parse_code_tests(ground_truth)
-    except ValueError as exc:  # unknown/broken form: a data bug, flagged (validation rejects it at data prep)
-        return invalid_ground_truth(exc, ground_truth)
-    program = extract_last_python_block(solution_str)
-    if program is None or not parseable_python(program):
-        return _no_code_result(None, len(tests))
-    grade = await (agrade_asserts if isinstance(tests, AssertTests) else agrade_program)(
-        program,
-        tests,
-        sandbox=_resolve_sandbox(sandbox),
-        timeout_s_per_test=timeout_s_per_test,
-        total_timeout_s=total_timeout_s,
-        memory_mb=memory_mb,
-    )
-    return {
-        "score": 0.0 if grade.infra_failure else grade.fraction,
-        "acc": None if grade.infra_failure else grade.all_passed,
-        "pred": None,  # no majority vote over programs
-        "tests_passed": grade.passed,
-        "tests_total": grade.total,
-        "infra_failure": grade.infra_failure,
-    }
+def _options(values: dict[str, Any]) -> ScoreOptions:
+    """The scoring options among ``values`` (verl passes extra keywords, reward_router_address, ...: ignored)."""
+    known = ScoreOptions.__dataclass_fields__
+    return ScoreOptions(**{k: v for k, v in values.items() if k in known})
 
 
-def _resolve_sandbox(sandbox: Any) -> Any:
-    """None → the process default; a SandboxConfig → its shared instance; a Sandbox → itself."""
-    if sandbox is None or isinstance(sandbox, SandboxConfig):
-        return get_sandbox(sandbox)
-    return sandbox
+def _score(data_source: str, solution_str: str, ground_truth: Any, opts: ScoreOptions) -> Any:
+    """The row's result with its ``task_kind`` (a dict, or an awaitable of one)."""
+    if not isinstance(solution_str, str):
+        raise TypeError(f"solution_str must be a string, got {type(solution_str).__name__}")
+    task = tasks.task_for(data_source)
+    result = tasks.load(task.scorer)(solution_str, ground_truth, opts)
+    if inspect.isawaitable(result):
+        return _with_kind(result, task.name)
+    return {**result, "task_kind": task.name}
+
+
+async def _with_kind(result: Awaitable[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return {**(await result), "task_kind": kind}
 
 
 # --- entry points ---
@@ -231,50 +180,12 @@ async def acompute_score(
     solution_str: str,
     ground_truth: Any,
     extra_info: Mapping[str, Any] | None = None,
-    *,
-    math_verifier: str = "strict",
-    math_verify_timeout_s: float = 10.0,
-    sandbox: Any = None,
-    code_rules: str = "lcb",
-    code_timeout_s_per_test: float = LCB_TIMEOUT_S,
-    code_total_timeout_s: float | None = None,
-    code_memory_mb: int | None = None,
-    **_: Any,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Score one response (coroutine). Extra keyword arguments verl passes (reward_router_address, ...) are ignored.
-
-    ``code_rules``: "lcb" (LiveCodeBench's rules, :mod:`code_grading`) or "open_agentrl" (the released code's,
-    :mod:`code_released`; its own 30 s per test, ``code_memory_mb`` default 1024)."""
-    if code_rules not in ("lcb", "open_agentrl"):
-        raise ValueError(f"code_rules must be 'lcb' or 'open_agentrl', got {code_rules!r}")
-    if math_verifier not in MATH_VERIFIERS:
-        raise ValueError(f"math_verifier must be one of {MATH_VERIFIERS}, got {math_verifier!r}")
-    if not isinstance(solution_str, str):
-        raise TypeError(f"solution_str must be a string, got {type(solution_str).__name__}")
-    kind = task_kind(data_source)
-    if kind == "code" and code_rules == "open_agentrl":
-        memory_mb = code_released.MEMORY_MB if code_memory_mb is None else code_memory_mb
-        sandbox = _resolve_sandbox(sandbox)
-        result = await code_released.ascore_code_released(
-            solution_str, ground_truth, sandbox=sandbox, memory_mb=memory_mb
-        )
-    elif kind == "code":
-        result = await ascore_code(
-            solution_str,
-            ground_truth,
-            sandbox=sandbox,
-            timeout_s_per_test=code_timeout_s_per_test,
-            total_timeout_s=code_total_timeout_s,
-            memory_mb=code_memory_mb,
-        )
-    elif kind == "gpqa":
-        result = score_gpqa(solution_str, ground_truth)
-    elif math_verifier == "math_verify":
-        result = await ascore_math_verify(solution_str, ground_truth, timeout_s=math_verify_timeout_s)
-    else:
-        result = score_math_strict(solution_str, ground_truth)
-    result["task_kind"] = kind
-    return result
+    """Score one response (coroutine). ``options`` are :class:`ScoreOptions` fields; other keywords verl passes
+    (reward_router_address, ...) are ignored."""
+    result = _score(data_source, solution_str, ground_truth, _options(options))
+    return await result if inspect.isawaitable(result) else result
 
 
 def compute_score(
@@ -282,15 +193,9 @@ def compute_score(
     solution_str: str,
     ground_truth: Any,
     extra_info: Mapping[str, Any] | None = None,
-    **kwargs: Any,
+    **options: Any,
 ) -> dict[str, Any]:
-    """verl custom-score signature (sync). Same keyword options as :func:`acompute_score`."""
-    kind = task_kind(data_source)
-    math_verifier = kwargs.get("math_verifier", "strict")
-    if kind == "math" and math_verifier == "strict":  # the hot path: no event loop needed
-        if not isinstance(solution_str, str):
-            raise TypeError(f"solution_str must be a string, got {type(solution_str).__name__}")
-        return {**score_math_strict(solution_str, ground_truth), "task_kind": kind}
-    if kind == "gpqa":
-        return {**score_gpqa(solution_str, ground_truth), "task_kind": kind}
-    return run_coroutine_sync(acompute_score(data_source, solution_str, ground_truth, extra_info, **kwargs))
+    """verl custom-score signature (sync). Same keyword options as :func:`acompute_score`; math and GPQA with the
+    strict rule need no event loop."""
+    result = _score(data_source, solution_str, ground_truth, _options(options))
+    return run_coroutine_sync(result) if inspect.isawaitable(result) else result

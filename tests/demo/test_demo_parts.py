@@ -36,7 +36,7 @@ def test_rl_rows_follow_the_row_contract() -> None:
         assert row["agent_name"] == names.AGENT_LOOP and row["data_source"] == demo_task.DATA_SOURCE
         assert row["reward_model"] == {"ground_truth": p.answer, "style": "rule"}
         assert row["prompt"] == [{"role": "user", "content": f"{p.question} {demo_task.INSTRUCTION}"}]
-    from agentrl_recipe.rewards.scoring import task_kind
+    from agentrl_recipe.tasks import task_kind
 
     assert task_kind(demo_task.DATA_SOURCE) == "math"
 

@@ -21,13 +21,13 @@ The tests and the grade: :mod:`.code_tests` (re-exported here, with the rules, f
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl_recipe.rewards.code.driver_runs import GradeProgress, frame_text
 from agentrl_recipe.rewards.code.grade import TEST_STATUSES, CodeGrade, CodeTests
 from agentrl_recipe.rewards.code.lcb_rules import UNCOMPARABLE, call_result_matches, stdout_matches, stripped_digest
+from agentrl_recipe.run_sync import run_coroutine_sync
 from agentrl_sandbox import get_sandbox
 
 __all__ = [  # with the tests and the grade (code_tests), what callers import from here
@@ -38,7 +38,6 @@ __all__ = [  # with the tests and the grade (code_tests), what callers import fr
     "agrade_program",
     "grade_many",
     "grade_program",
-    "run_coroutine_sync",
 ]
 
 LCB_TIMEOUT_S = 6.0  # lcb_runner --timeout default, per test
@@ -130,28 +129,6 @@ async def agrade_program(
 def grade_program(program: str, tests: CodeTests | str | Mapping[str, Any], **kwargs: Any) -> CodeGrade:
     """Blocking :func:`agrade_program`; callable from sync code, including from inside a running event loop's thread."""
     return run_coroutine_sync(agrade_program(program, tests, **kwargs))
-
-
-def run_coroutine_sync(coro: Any) -> Any:
-    """``asyncio.run`` that also works when this thread already runs a loop (runs the coroutine in a helper thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="agentrl-grade-sync")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def grade_many(

@@ -1,8 +1,9 @@
 """The ids the loop builds turn by turn equal the chat template over the final conversation, tools included.
 
-Run for the Qwen2.5-style template the package ships and a Qwen3-style one (think blocks; tests/agentrl_recipe/agent_loop/
-templates/qwen3_hermes.jinja), through verl's AgentLoopWorker with the real code_interpreter tool. The conversation
-includes a malformed call answered with an error, so the exactness covers the plugin's feedback turns too.
+Run for the Qwen2.5-style template the package ships and a Qwen3-style one (think blocks;
+tests/agentrl_recipe/agent_loop/templates/qwen3_hermes.jinja), through verl's AgentLoopWorker with the real
+code_interpreter tool. The conversation includes a malformed call answered with an error, so the exactness covers the
+plugin's feedback turns too.
 """
 
 from __future__ import annotations

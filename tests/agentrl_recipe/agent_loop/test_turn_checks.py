@@ -13,8 +13,8 @@ from transformers import AutoTokenizer
 from verl.experimental.agent_loop.tool_parser import FunctionCall, HermesToolParser
 from verl.tools.schemas import OpenAIFunctionToolSchema
 
-from agentrl_recipe import names
-from agentrl_recipe.agent_loop.turn_checks import MalformedCall, check_call, check_hermes_blocks, has_final_answer
+from agentrl_recipe import names, tasks
+from agentrl_recipe.agent_loop.turn_checks import MalformedCall, check_call, check_hermes_blocks
 from agentrl_recipe.training_metrics import batch_metrics
 
 
@@ -31,8 +31,8 @@ from agentrl_recipe.training_metrics import batch_metrics
         ("\\boxed{3}", "code", False),  # a code row needs its program
     ],
 )
-def test_final_answer(text, kind, expected):
-    assert has_final_answer(text, kind) is expected
+def test_final_answer(text, kind, expected):  # through the task table, as the loop checks a turn
+    assert tasks.load(tasks.by_name(kind).answer_check)(text) is expected
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,10 @@ import pytest
 
 from agentrl_recipe import names
 from agentrl_recipe.rewards import scoring
+from agentrl_recipe.rewards.code.scorer import extract_last_python_block
 from agentrl_recipe.rewards.isolation import GraderTimeout, IsolatedPool
-from agentrl_recipe.rewards.scoring import compute_score, extract_last_python_block, task_kind
+from agentrl_recipe.rewards.scoring import compute_score
+from agentrl_recipe.tasks import task_kind
 
 FILLER = "We work through the algebra carefully. " * 10  # 390 characters of reasoning
 
