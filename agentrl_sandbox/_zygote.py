@@ -33,6 +33,7 @@ import json
 import os
 import socket
 import sys
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _zygote_kernel import PR_SET_DUMPABLE, Settings, libc, recv_msg, send_msg
@@ -66,6 +67,9 @@ def collapse_to_huge_pages() -> int:
 
 
 def preload(modules: list[str]) -> tuple[list[str], dict[str, str]]:
+    # The zygotes' /dev/shm is read-only, so joblib's import-time check picks serial mode: what works in a run anyway
+    # (loky's workers would start a python without the sandbox's site dirs).
+    warnings.filterwarnings("ignore", message=".*joblib will operate in serial mode")
     ok, failed = [], {}
     for name in modules:
         try:
