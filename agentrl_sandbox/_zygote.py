@@ -10,8 +10,9 @@ network, read-only minimal filesystem, cleared environment), with its sibling mo
                │                kills every other process of the namespace between runs
                └─ fork ─> G     ONE run (a fresh copy of the warm interpreter): new mount/net/ipc/uts
                                 namespaces, private tmpfs /tmp and /dev/shm, rlimits, no capabilities,
-                                seccomp; set up BEFORE its request arrives, then exec()s the model's code as
-                                __main__ in a fresh module, reports its status and exits  (_zygote_run)
+                                seccomp; set up (all but what depends on the request) BEFORE its request
+                                arrives, then exec()s the model's code as __main__ in a fresh module, reports
+                                its status and exits  (_zygote_run)
 
 S relays each request to its G and the reply back to the host in :mod:`_zygote_relay`.
 

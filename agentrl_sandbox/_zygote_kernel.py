@@ -1,8 +1,8 @@
 """Kernel plumbing of the sandbox's warm interpreter (runs INSIDE bubblewrap; standard library only).
 
-Framing (4-byte big-endian length + UTF-8 JSON; never pickle), the seccomp deny-list (compiled once, installed per
-run with one syscall), namespaces, mounts, capabilities, fds, and :class:`Settings` — everything prepared once in the
-zygote so a run's own set-up is a handful of syscalls.
+Framing (4-byte big-endian length + UTF-8 JSON; never pickle), the seccomp filter (a deny-list of syscalls, sockets
+of AF_UNIX only; compiled once, installed per run with one syscall), namespaces, mounts, capabilities, fds, and
+:class:`Settings` — everything prepared once in the zygote so a run's own set-up is a handful of syscalls.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """One run, G, inside the sandbox (standard library only): a fresh fork of the warm interpreter that sets itself up
 before its request exists, runs the model's code as ``__main__``, reports its exit status and exits.
 
-Set-up, per run: its own mount/net/ipc/uts namespaces, private tmpfs ``/tmp`` and ``/dev/shm``, stdio on the slot's
-pipes, every other fd closed, no capabilities (the bounding set was emptied once by its slot), the seccomp filter,
-rlimits, fresh random seeds. What costs more than a syscall (the seccomp program, the RNG's address) is prepared
+Set-up, per run, before the request: its own mount/net/ipc/uts namespaces, private tmpfs ``/tmp``, stdio on the slot's
+pipes, every other fd closed, fresh random seeds; once the request says its memory_mb (:func:`confine`): private
+``/dev/shm`` of that size, no capabilities (the bounding set was emptied once by its slot), the seccomp filter,
+rlimits. What costs more than a syscall (the seccomp program, the RNG's address) is prepared
 once in the zygote.
 """
 
