@@ -56,9 +56,10 @@ Keys (verl's ``algorithm.filter_groups.*``; verl default → paper [code] value)
 
 Step metrics: ``training/filter_groups/{gen_batches, refill_prompts, cap_reached, zero_variance_groups_kept,
 batch_groups}`` next to verl's ``training/filter_groups/evicted_samples``, ``training/masks/*`` (with
-``loss_tokens`` / ``loss_tokens_kept``), ``training/roc/*``, ``training/infra_guard/*``, and the step's tool, sandbox
-and per-source reward metrics (:func:`agentrl_recipe.training_metrics.step_metrics`). verl's private sampling steps
-are reached only through :class:`agentrl_recipe.verl_adapters.replay_buffer.HookedReplayBuffer`'s hooks. The legacy
+``loss_tokens`` / ``loss_tokens_kept``), ``training/roc/*``, ``training/infra_guard/*``,
+``training/grader_error_guard/*``, and the step's tool, sandbox and per-source reward metrics
+(:func:`agentrl_recipe.training_metrics.step_metrics`). verl's private sampling steps are reached only through
+:class:`agentrl_recipe.verl_adapters.replay_buffer.HookedReplayBuffer`'s hooks. The legacy
 trainer (``trainer.use_v1=false``) has no such hook; :func:`check_trainer_config` reports that.
 """
 
@@ -78,7 +79,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 
 from agentrl_recipe import trace
 from agentrl_recipe.algos import roc
-from agentrl_recipe.algos.infra_guard import InfraGuard, InfraGuardConfig
+from agentrl_recipe.algos.infra_guard import GraderErrorGuard, InfraGuard, InfraGuardConfig
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 from agentrl_recipe.config import from_mapping, section, to_plain
 from agentrl_recipe.training_metrics import step_metrics
@@ -282,10 +283,12 @@ class MaskingMixin:
 
     settings: SamplerSettings
     _infra_guard: InfraGuard
+    _grader_error_guard: GraderErrorGuard
 
     def _load_settings(self, sampler_kwargs: Any) -> SamplerSettings:
         self.settings = SamplerSettings.from_kwargs(sampler_kwargs)
         self._infra_guard = InfraGuard(self.settings.infra_guard)
+        self._grader_error_guard = GraderErrorGuard(self.settings.infra_guard)
         return self.settings
 
     def _apply_masks(self, batch: KVBatchMeta) -> dict[str, float]:
@@ -297,6 +300,7 @@ class MaskingMixin:
         metrics = result.metrics(prefix="training/masks")
         metrics.update(step_metrics(records, data_sources))  # tool, sandbox and per-source reward metrics
         metrics.update(self._infra_guard.observe(records))  # raises when the sandbox fails too often: fail closed
+        metrics.update(self._grader_error_guard.observe(records))  # raises when grading raises too often
         if self.settings.roc.enable:
             metrics.update(self._apply_roc(batch, records, masked))
         metrics.update(_loss_token_metrics(batch, masked))

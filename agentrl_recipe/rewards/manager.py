@@ -34,9 +34,10 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
-from agentrl_recipe import names, sandbox_routes, trace
+from agentrl_recipe import names, sandbox_routes, tasks, trace
 from agentrl_recipe.config import sandbox_config
 from agentrl_recipe.rewards import scoring
+from agentrl_recipe.rewards.code import hack_patterns
 from agentrl_recipe.rewards.isolation import GraderTimeout
 from agentrl_recipe.rewards.reward_kwargs import RewardKwargs
 from agentrl_recipe.rewards.shaping import apply_tool_bonus, overlong_penalty
@@ -59,6 +60,8 @@ REWARD_INFO_KEYS = (
     "response_tokens",  # the length the overlong rule measured
     names.FIELD_GRADER_TIMEOUT,  # the grade hit grader_timeout_s (or math-verify's hard timeout)
     names.FIELD_GRADER_INFRA_FAILURE,  # the sandbox failed while grading: score says nothing, mask it
+    names.FIELD_GRADER_ERROR,  # grading raised: scored as a wrong answer, counted, the step goes on
+    names.FIELD_REWARD_HACK_PATTERNS,  # code: the released grader's hacks the graded program shows (hack_patterns)
     names.FIELD_REWARD_SANDBOX_ROUTES,  # JSON: the sandbox_fusion servers the grade reached (per-server metrics)
     "grade_s",  # seconds spent grading (for latency metrics)
 )
@@ -137,7 +140,7 @@ class AgentRLRewardManager(RewardManagerBase):
                 "score": score,
                 "acc": result.get("acc"),
                 "pred": result.get("pred"),
-                "task_kind": result.get("task_kind", scoring.task_kind(row.data_source)),
+                "task_kind": result.get("task_kind", tasks.task_kind(row.data_source)),
                 "tests_passed": result.get("tests_passed"),
                 "tests_total": result.get("tests_total"),
                 "num_turns": row.num_turns,
@@ -147,9 +150,11 @@ class AgentRLRewardManager(RewardManagerBase):
                 "response_tokens": length,
                 names.FIELD_GRADER_TIMEOUT: timed_out,
                 names.FIELD_GRADER_INFRA_FAILURE: infra,
+                names.FIELD_GRADER_ERROR: bool(result.get(names.FIELD_GRADER_ERROR, False)),
                 "grade_s": grade_s,
             }
         )
+        info[names.FIELD_REWARD_HACK_PATTERNS] = self._hack_patterns(info["task_kind"], solution_str)
         return {"reward_score": shaped + penalty, "reward_extra_info": info}
 
     # --- internals ---
@@ -194,6 +199,8 @@ class AgentRLRewardManager(RewardManagerBase):
             except (asyncio.TimeoutError, GraderTimeout):
                 logger.warning("agentrl_reward: grading a %s row timed out; scored as wrong and flagged", data_source)
                 result, timed_out = _timeout_result(data_source), True
+            except Exception as exc:  # one row's grader failure never fails the step (verl awaits us with no try)
+                result, timed_out = _grader_error_result(data_source, exc), False
             result = {**result, names.FIELD_REWARD_SANDBOX_ROUTES: sandbox.to_json()}
             return result, timed_out, time.monotonic() - start
 
@@ -236,6 +243,11 @@ class AgentRLRewardManager(RewardManagerBase):
             result = {"score": float(result), "acc": float(result) > 0}
         return dict(result)
 
+    def _hack_patterns(self, task_kind: Any, solution_str: str) -> str:
+        if task_kind != "code":
+            return ""
+        return hack_patterns.in_response(solution_str, self.settings.code_rules)
+
     def _lcb_memory_mb(self) -> int:
         s = self.settings
         return s.code_memory_mb if s.code_memory_mb is not None else self.sandbox_config.memory_mb
@@ -254,9 +266,20 @@ class AgentRLRewardManager(RewardManagerBase):
 
 
 def _timeout_result(data_source: str) -> dict[str, Any]:
-    kind = scoring.task_kind(data_source)
-    wrong = 0.0 if kind == "code" else -1.0  # code: "all tests failed"; math/GPQA: a wrong answer
-    return {"score": wrong, "acc": False, "pred": None, "task_kind": kind, "infra_failure": False}
+    task = tasks.task_for(data_source)  # its timeout score: this kind's "wrong answer"
+    return {"score": task.timeout_score, "acc": False, "pred": None, "task_kind": task.name, "infra_failure": False}
+
+
+def _grader_error_result(data_source: str, exc: Exception) -> dict[str, Any]:
+    """A row whose grading raised: scored like a wrong answer (a timeout's score), flagged ``grader_error`` for the
+    step metrics and the guard (``agentrl.infra_guard.max_grader_error_rate``)."""
+    logger.warning(
+        "agentrl_reward: grading a %s row raised %s: %.300s; scored as wrong and flagged",
+        data_source,
+        type(exc).__name__,
+        exc,
+    )
+    return {**_timeout_result(data_source), names.FIELD_GRADER_ERROR: True}
 
 
 def _optional_int(value: Any) -> int | None:

@@ -2,7 +2,8 @@
 
 verl's validation already groups ``reward_extra_info`` per data source (``val-core/<ds>/acc/mean@N``); its training
 metrics do not look at it. :func:`reward_metrics` fills that gap for a training batch: per-source accuracy and score,
-overlong rate and penalty, tool bonus, turns, grader timeouts, infra failures and grading latency.
+overlong rate and penalty, tool bonus, turns, grader timeouts, infra failures, grader errors, the released grader's
+hack patterns (:mod:`agentrl_recipe.rewards.code.hack_patterns`) and grading latency.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from agentrl_recipe import names
+from agentrl_recipe.rewards.code.hack_patterns import PATTERNS
 
 _USED_KEYS = (
     "acc",
@@ -25,6 +27,8 @@ _USED_KEYS = (
     "grade_s",
     names.FIELD_GRADER_TIMEOUT,
     names.FIELD_GRADER_INFRA_FAILURE,
+    names.FIELD_GRADER_ERROR,
+    names.FIELD_REWARD_HACK_PATTERNS,
 )
 
 
@@ -64,6 +68,7 @@ def reward_metrics(
         "overlong_ratio": "overlong",
         "grader_timeout_ratio": names.FIELD_GRADER_TIMEOUT,
         "grader_infra_failure_ratio": names.FIELD_GRADER_INFRA_FAILURE,
+        "grader_error_ratio": names.FIELD_GRADER_ERROR,
     }
     for metric, key in ratios.items():
         if key in infos and n:
@@ -75,12 +80,29 @@ def reward_metrics(
             value = _mean(infos[key])
             if value is not None:
                 out[f"{prefix}/{key}/mean"] = value
+    if names.FIELD_REWARD_HACK_PATTERNS in infos:
+        out.update(hack_pattern_counts(infos[names.FIELD_REWARD_HACK_PATTERNS], infos.get("acc"), prefix=prefix))
     if "grade_s" in infos:
         arr = _numbers(infos["grade_s"])
         if arr.size:
             out[f"{prefix}/grade_s/p50"] = float(np.percentile(arr, 50))
             out[f"{prefix}/grade_s/p99"] = float(np.percentile(arr, 99))
             out[f"{prefix}/grade_s/max"] = float(arr.max())
+    return out
+
+
+def hack_pattern_counts(
+    patterns: Sequence[Any], accs: Sequence[Any] | None, *, prefix: str = "reward"
+) -> dict[str, float]:
+    """``{prefix}/hack_pattern/<name>``: trajectories whose graded program shows the released grader's hack ``name``
+    (:data:`hack_patterns.PATTERNS`, every name every step, 0 when none); ``.../<name>/acc``: of those, how many
+    scored all tests passed (under ``code_rules: open_agentrl`` the hack worked)."""
+    accs = accs if accs is not None else [None] * len(patterns)
+    out: dict[str, float] = {}
+    for name in PATTERNS:
+        rows = [i for i, field in enumerate(patterns) if isinstance(field, str) and name in field.split(",")]
+        out[f"{prefix}/hack_pattern/{name}"] = float(len(rows))
+        out[f"{prefix}/hack_pattern/{name}/acc"] = float(sum(accs[i] is not None and bool(accs[i]) for i in rows))
     return out
 
 

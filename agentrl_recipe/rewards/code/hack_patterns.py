@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+FENCE = "```python\n"
 EXIT_CALLS = frozenset({"os._exit", "sys.exit", "exit", "quit", "os.abort", "_exit"})
 
 # name -> (what the program does, its effect under the released grader)
@@ -106,6 +107,22 @@ def find(program: str | None) -> list[str]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     return [name for name in PATTERNS if name in finder.found]
+
+
+def graded_program(response: str, code_rules: str) -> str | None:
+    """The program each grader takes from a response: the last ```` ```python\n ```` block after the first
+    ``</think>`` (``lcb``), before the second one too (``open_agentrl``: ``split("</think>")[1]``); linear time."""
+    parts = response.split("</think>", 2) if "</think>" in response else ["", response]
+    text = parts[1] if code_rules == "open_agentrl" or len(parts) == 2 else "</think>".join(parts[1:])
+    last, pos = None, 0
+    while (start := text.find(FENCE, pos)) >= 0 and (end := text.find("```", start + len(FENCE))) >= 0:
+        last, pos = text[start + len(FENCE) : end], end + 3
+    return last
+
+
+def in_response(response: str, code_rules: str) -> str:
+    """:func:`as_field` of the patterns in the program graded from ``response``."""
+    return as_field(find(graded_program(response, code_rules)))
 
 
 def as_field(patterns: list[str]) -> str:

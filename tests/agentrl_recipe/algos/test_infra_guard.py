@@ -8,7 +8,13 @@ import pytest
 from replay_helpers import B, N, ScriptedRollout, make_buffer  # the scripted rollout on a real TransferQueue
 
 from agentrl_recipe import names
-from agentrl_recipe.algos.infra_guard import InfraFailureRateExceeded, InfraGuard, InfraGuardConfig
+from agentrl_recipe.algos.infra_guard import (
+    GraderErrorGuard,
+    GraderErrorRateExceeded,
+    InfraFailureRateExceeded,
+    InfraGuard,
+    InfraGuardConfig,
+)
 from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
 
 FAILED = {names.FIELD_TOOL_INFRA_FAILURE: True}
@@ -46,4 +52,40 @@ def test_replay_buffer_stops_the_run_on_a_broken_sandbox(tq) -> None:
     buffer = make_buffer(AgentRLReplayBuffer, rollout, infra_guard={"max_rate": 0.5, "min_trajectories": B * N})
     rollout.submit(B)
     with pytest.raises(InfraFailureRateExceeded, match=f"{B * N} of the last {B * N} trajectories"):
+        buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+
+
+# --- grader errors (issue 34): a row whose grading raised is scored as wrong; too many stop the run ---
+
+GRADER_ERROR = {names.FIELD_GRADER_ERROR: True}
+
+
+def test_grader_error_rate_golden_and_the_stop() -> None:
+    guard = GraderErrorGuard(InfraGuardConfig(max_grader_error_rate=0.02, window_steps=2, min_trajectories=100))
+    step1 = guard.observe([GRADER_ERROR] * 2 + [{}] * 98)  # 2%: not above the limit
+    assert step1 == {"training/grader_error_guard/step_rate": 0.02, "training/grader_error_guard/window_rate": 0.02}
+    with pytest.raises(GraderErrorRateExceeded) as stop:
+        guard.observe([GRADER_ERROR] * 3 + [{}] * 97)  # window 5/200 = 2.5%
+    assert "\n" not in str(stop.value)
+    assert str(stop.value).startswith("grading raised for 5 of the last 200 trajectories (2% over 2 steps)")
+    assert "agentrl.infra_guard.max_grader_error_rate=0.02" in str(stop.value)
+
+
+def test_grader_errors_are_not_infra_failures_and_the_default_threshold() -> None:
+    assert InfraGuardConfig().max_grader_error_rate == 0.02
+    infra = InfraGuard(InfraGuardConfig(min_trajectories=1))
+    assert infra.observe([GRADER_ERROR] * 10)["training/infra_guard/step_rate"] == 0.0
+    off = GraderErrorGuard(InfraGuardConfig(enable=False, min_trajectories=1))
+    assert off.observe([GRADER_ERROR] * 10)["training/grader_error_guard/step_rate"] == 1.0
+    with pytest.raises(ValueError, match="max_grader_error_rate"):
+        InfraGuardConfig(max_grader_error_rate=-0.1)
+
+
+def test_replay_buffer_stops_the_run_on_a_broken_grader(tq) -> None:
+    extra = {(p, s): GRADER_ERROR for p in range(B) for s in range(N)}
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
+    guard = {"max_grader_error_rate": 0.5, "min_trajectories": B * N}
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, infra_guard=guard)
+    rollout.submit(B)
+    with pytest.raises(GraderErrorRateExceeded, match=f"grading raised for {B * N} of the last {B * N} trajectories"):
         buffer.sample(global_steps=1, partition_id="train", batch_size=B)

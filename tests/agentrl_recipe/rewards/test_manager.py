@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import decimal
 import json
 import os
 import time
@@ -20,6 +21,8 @@ from verl.trainer.ppo.reward import load_reward_manager
 from agentrl_recipe import names
 from agentrl_recipe.rewards import manager as manager_module
 from agentrl_recipe.rewards import scoring
+from agentrl_recipe.rewards.code import io_tests
+from agentrl_recipe.rewards.code import scorer as code_scorer
 from agentrl_recipe.rewards.isolation import GraderTimeout
 from agentrl_recipe.rewards.manager import REWARD_INFO_KEYS, AgentRLRewardManager
 from agentrl_recipe.rewards.step_metrics import reward_metrics
@@ -276,7 +279,7 @@ def test_a_stuck_grade_times_out_and_is_flagged(base_config, tiny_tokenizer, use
 
 
 def test_infra_failure_is_flagged_and_not_shaped(base_config, tiny_tokenizer, infra_failing_sandbox, monkeypatch):
-    monkeypatch.setattr(scoring, "_resolve_sandbox", lambda _cfg: infra_failing_sandbox)
+    monkeypatch.setattr(code_scorer, "_resolve_sandbox", lambda _cfg: infra_failing_sandbox)
     out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *HALF, num_turns=6))
     info = out["reward_extra_info"]
     assert info[names.FIELD_GRADER_INFRA_FAILURE] is True
@@ -302,7 +305,7 @@ class CountingSandbox:
 
 def test_grading_concurrency_is_bounded(base_config, tiny_tokenizer, sandbox, monkeypatch) -> None:
     counting = CountingSandbox(sandbox)
-    monkeypatch.setattr(scoring, "_resolve_sandbox", lambda _cfg: counting)
+    monkeypatch.setattr(code_scorer, "_resolve_sandbox", lambda _cfg: counting)
     manager = load_reward_manager(config_with(base_config, max_concurrency=2), tiny_tokenizer)
     rows = [make_row(tiny_tokenizer, GOOD_CODE, names.DS_LCB_V6, DOUBLE_GT) for _ in range(6)]
 
@@ -365,3 +368,64 @@ def test_a_math_verify_hard_timeout_is_reported_as_a_grader_timeout(base_config,
 def test_max_resp_len_interpolation_resolves(base_config, tiny_tokenizer) -> None:
     cfg = config_with(base_config, max_resp_len="${data.max_response_length}")
     assert load_reward_manager(cfg, tiny_tokenizer).settings.max_resp_len == MAX_RESP
+
+
+# --- issue 34: a hostile program cannot fail the step ---
+
+SNAN = ("```python\nprint('sNaN')\n```", names.DS_LCB_V6, DOUBLE_GT)
+GOOD_ROW = (GOOD_CODE, names.DS_LCB_V6, DOUBLE_GT)
+
+
+def test_a_program_printing_snan_scores_zero_and_the_step_goes_on(base_config, tiny_tokenizer, use_test_sandbox):
+    out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *SNAN))
+    info = out["reward_extra_info"]
+    assert (out["reward_score"], info["acc"], info["tests_passed"]) == (0.0, False, 0)
+    assert info[names.FIELD_GRADER_ERROR] is False  # contained by the grader: a plain wrong answer
+
+
+def test_an_exception_while_grading_is_a_flagged_wrong_answer(
+    base_config, tiny_tokenizer, use_test_sandbox, monkeypatch
+):
+    """What printing sNaN did before the grader's fix (InvalidOperation out of the comparison), or any grader bug:
+    the row scores like a failed program, is flagged, and the step's metrics count it."""
+
+    def trap(*args, **kwargs):
+        raise decimal.InvalidOperation([decimal.InvalidOperation])
+
+    monkeypatch.setattr(io_tests, "_judge", trap)
+    manager = load_reward_manager(base_config, tiny_tokenizer)
+    outs = [run(manager, make_row(tiny_tokenizer, *row)) for row in (SNAN, RIGHT_MATH)]
+    infos = [o["reward_extra_info"] for o in outs]
+    assert [o["reward_score"] for o in outs] == [0.0, 1.0]
+    assert [i[names.FIELD_GRADER_ERROR] for i in infos] == [True, False]
+    assert (infos[0]["acc"], infos[0][names.FIELD_GRADER_INFRA_FAILURE], infos[0]["task_kind"]) == (
+        False,
+        False,
+        "code",
+    )
+    columns = {key: [info[key] for info in infos] for key in REWARD_INFO_KEYS}
+    assert reward_metrics([SNAN[1], RIGHT_MATH[1]], columns)["reward/grader_error_ratio"] == 0.5
+
+
+def test_a_raising_custom_scorer_is_a_flagged_wrong_answer(base_config, tiny_tokenizer, tmp_path) -> None:
+    path = tmp_path / "my_reward.py"
+    path.write_text("def score(data_source, solution_str, ground_truth, extra_info=None, **kw):\n    [][0]\n")
+    cfg = copy.deepcopy(base_config)
+    with open_dict(cfg):
+        cfg.reward.custom_reward_function.path = str(path)
+        cfg.reward.custom_reward_function.name = "score"
+    out = run(load_reward_manager(cfg, tiny_tokenizer), make_row(tiny_tokenizer, *RIGHT_MATH))
+    assert (out["reward_score"], out["reward_extra_info"][names.FIELD_GRADER_ERROR]) == (-1.0, True)
+
+
+@pytest.mark.parametrize("code_rules", ["lcb", "open_agentrl"])
+def test_hack_patterns_are_counted_in_both_modes(code_rules, base_config, tiny_tokenizer, use_test_sandbox) -> None:
+    manager = load_reward_manager(config_with(base_config, code_rules=code_rules), tiny_tokenizer)
+    rows = [("```python\nimport os\nos._exit(0)\n```", names.DS_LCB_V6, DOUBLE_GT), GOOD_ROW, RIGHT_MATH]
+    infos = [run(manager, make_row(tiny_tokenizer, *row))["reward_extra_info"] for row in rows]
+    assert [i[names.FIELD_REWARD_HACK_PATTERNS] for i in infos] == ["exit_at_import", "", ""]
+    columns = {key: [info[key] for info in infos] for key in REWARD_INFO_KEYS}
+    metrics = reward_metrics([r[1] for r in rows], columns)
+    assert metrics["reward/hack_pattern/exit_at_import"] == 1.0
+    assert metrics["reward/hack_pattern/exit_at_import/acc"] == 0.0  # stdin tests: exiting prints nothing
+    assert metrics["reward/hack_pattern/always_equal"] == 0.0

@@ -11,6 +11,7 @@ from assert_gt_helpers import TWO_SUM_GT
 from agentrl_recipe import names
 from agentrl_recipe.rewards import scoring
 from agentrl_recipe.rewards.code import hack_patterns
+from agentrl_recipe.rewards.code import released as code_released
 
 SIG = "class Solution:\n    def twoSum(self, nums, target):\n"
 HACKS = {
@@ -75,3 +76,28 @@ async def test_a_prelude_named_fn_name_passes_any_def_released_only(sandbox) -> 
 def test_find(program, found) -> None:
     assert hack_patterns.find(program) == found
     assert hack_patterns.as_field(found) == ",".join(found)
+
+
+@pytest.mark.parametrize(
+    ("response", "lcb", "released"),
+    [
+        ("```python\na\n```", "a\n", "a\n"),
+        ("x</think>```python\na\n```</think>```python\nb\n```", "b\n", "a\n"),
+        ("```python\na\n``` ```python\nb\n```python\nc\n```", "b\n", "b\n"),
+        ("```python\nunclosed", None, None),
+        ("no code", None, None),
+    ],
+)
+def test_graded_program_is_each_graders(response, lcb, released) -> None:
+    assert hack_patterns.graded_program(response, "lcb") == lcb
+    assert hack_patterns.graded_program(response, "open_agentrl") == released
+    assert lcb == scoring_block(response)
+    assert released == code_released.last_block(code_released.solution_text(response))
+
+
+def scoring_block(response: str):
+    try:
+        from agentrl_recipe.rewards.code.scorer import extract_last_python_block
+    except ImportError:  # before the scorer moved
+        extract_last_python_block = scoring.extract_last_python_block
+    return extract_last_python_block(response)
