@@ -49,9 +49,10 @@ $(STAMP): pyproject.toml
 test: install  ## run the whole CPU test suite
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
-lint: install  ## ruff check + format check
+lint: install  ## ruff check + format check + mypy (agentrl_recipe, agentrl_sandbox, verl_cpu)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff format .

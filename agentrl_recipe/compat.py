@@ -46,7 +46,7 @@ def mode_of(trainer_config: Any) -> str:
     from agentrl_recipe import names
 
     root = trainer_config.get(names.CONFIG_NAMESPACE) if hasattr(trainer_config, "get") else None
-    mode = root.get("compat") if hasattr(root, "get") else None
+    mode = root.get("compat") if root is not None and hasattr(root, "get") else None
     return check_mode(DEFAULT_MODE if mode is None else mode)
 
 

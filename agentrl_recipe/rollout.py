@@ -130,9 +130,9 @@ class Rollout:
         self.cfg = cfg
         self.client = client
         self.reward = LocalRewardWorker(cfg) if score else None
-        self.worker = AgentLoopWorker(
-            cfg, llm_client=client, reward_loop_worker_handles=[self.reward] if score else None
-        )
+        # An in-process reward worker with the actor's interface, or None (verl accepts both at run time).
+        handles: Any = [self.reward] if score else None
+        self.worker = AgentLoopWorker(cfg, llm_client=client, reward_loop_worker_handles=handles)
         self.tokenizer = self.worker.tokenizer
         self.default_agent = str(cfg.actor_rollout_ref.rollout.agent.default_agent_loop)
 

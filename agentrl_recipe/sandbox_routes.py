@@ -105,7 +105,9 @@ def _calls(record: Mapping[str, Any]) -> list[tuple[str, float, Sequence[str]]]:
     """(server, latency, failed attempts) of every routed call of one trajectory: its tool calls, then its grade's."""
     servers = _column(record, names.FIELD_SANDBOX_SERVERS)
     latencies = _column(record, names.FIELD_SANDBOX_LATENCY_S)
-    out = [(str(url), float(latency), ()) for url, latency in zip(servers, latencies, strict=True)]
+    out: list[tuple[str, float, Sequence[str]]] = [
+        (str(url), float(latency), ()) for url, latency in zip(servers, latencies, strict=True)
+    ]
     out.append(("", 0.0, [str(url) for url in _column(record, names.FIELD_SANDBOX_FAILED)]))
     for call in json.loads(record.get(names.FIELD_REWARD_SANDBOX_ROUTES) or "[]"):
         out.append((str(call[SERVER] or ""), float(call[LATENCY_S]), [str(url) for url in call[FAILED]]))

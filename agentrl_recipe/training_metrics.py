@@ -61,9 +61,10 @@ def batch_metrics(
     out[f"{prefix}/failure_rate"] = (total - stats.ok_calls) / total if total else 0.0
     for status, count in stats.statuses.items():
         out[f"{prefix}/status/{status}"] = float(count)
-    if stats.latencies_s:
-        out[f"{prefix}/latency_s/p50"] = stats.latency_percentile(50)
-        out[f"{prefix}/latency_s/p99"] = stats.latency_percentile(99)
+    p50, p99 = stats.latency_percentile(50), stats.latency_percentile(99)
+    if p50 is not None and p99 is not None:  # None: no call has a latency
+        out[f"{prefix}/latency_s/p50"] = p50
+        out[f"{prefix}/latency_s/p99"] = p99
     if wall_s:
         out[f"{prefix}/calls_per_s"] = total / wall_s
     out[f"{prefix}/malformed_per_traj/mean"] = sum(stats.malformed) / stats.num_trajectories

@@ -150,7 +150,9 @@ class RayObjectStoreCheckpointEngine(CheckpointEngine):
             rollout[key] = [value] * rollout_world_size
         return actor, rollout
 
-    def init_process_group(self, rank: int, mailbox: Any, sync_id: int) -> None:
+    def init_process_group(  # type: ignore[override]  # verl passes build_topology's keys as keywords
+        self, rank: int, mailbox: Any, sync_id: int
+    ) -> None:
         self.rank, self.mailbox, self.sync_id = rank, mailbox, sync_id
 
     def finalize(self) -> None:
@@ -170,11 +172,13 @@ class RayObjectStoreCheckpointEngine(CheckpointEngine):
             return {}
         start, sent, index = time.perf_counter(), 0, 0
         bucket = _Bucket(self.bucket_size)
-        async for meta, chunk in split_weight_chunks(_full_tensors(weights), self.bucket_size):
+        # verl annotates split/merge_weight_chunks with sync generators; both iterate async ones (`async for`)
+        chunks = split_weight_chunks(_full_tensors(weights), self.bucket_size)  # type: ignore[arg-type]
+        async for meta, chunk in chunks:
             if not bucket.fits(meta.chunk_size):
                 sent += await self._post(bucket, index, is_last=False)
                 bucket, index = _Bucket(self.bucket_size), index + 1
-            bucket.add(meta, chunk)
+            bucket.add(meta, chunk)  # type: ignore[arg-type]  # verl's Optional: every chunk it yields is a tensor
         sent += await self._post(bucket, index, is_last=True)
         return {
             f"{names.CHECKPOINT_ENGINE}/sent_mb": sent / 2**20,
@@ -192,11 +196,14 @@ class RayObjectStoreCheckpointEngine(CheckpointEngine):
         return array.nbytes
 
     @torch.no_grad()
-    async def receive_weights(self, global_steps: int | None = None) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
+    async def receive_weights(  # type: ignore[override]  # an async generator, as verl's own engines return
+        self, global_steps: int | None = None
+    ) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
         if self.rank is None or self.rank == SENDER:
             raise RuntimeError(f"{names.CHECKPOINT_ENGINE}: receive_weights needs a rollout rank from build_topology")
         first = await self._take(0)
-        async for name, tensor in merge_weight_chunks(self._chunks(first), first["bucket_size"]):
+        merged = merge_weight_chunks(self._chunks(first), first["bucket_size"])  # type: ignore[arg-type]
+        async for name, tensor in merged:
             yield name, tensor
 
     async def _take(self, index: int) -> dict[str, Any]:

@@ -114,7 +114,7 @@ class HFGenerationClient(GenerationClient):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)  # type: ignore[arg-type]
         return cls(model, tokenizer, limits=limits, **kwargs)
 
     async def _generate(

@@ -224,7 +224,7 @@ class HFReplica(RolloutReplica):
 
     async def launch_servers(self) -> None:
         name = server_name(self.replica_rank, self._kind(), self.name_suffix)
-        server = (
+        server: Any = (  # an actor handle: Ray's stubs type its methods as plain callables
             ray.remote(HFServer)
             .options(name=name, max_concurrency=self.max_concurrency, **await self._scheduling())
             .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)

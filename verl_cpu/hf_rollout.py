@@ -14,7 +14,6 @@ method.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import time
@@ -57,7 +56,7 @@ async def drain_weights(weights: Iterable | AsyncIterable, *, keep: bool) -> dic
         if keep:  # copy=True: on CPU the engine's tensors alias the live parameters the optimizer will change
             state[name] = tensor.detach().to("cpu", copy=True)
 
-    if inspect.isasyncgen(weights) or isinstance(weights, AsyncIterable):
+    if isinstance(weights, AsyncIterable):
         async for name, tensor in weights:
             take(name, tensor)
     else:

@@ -107,12 +107,17 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
         # Block-level checks know the hermes syntax only; other parsers still get the semantic checks (check_call).
         self._hermes = self.tool_parser_name == "hermes"
         self._answer_check = tasks.load(tasks.by_name("math").answer_check)
-        self._stop_texts = [t for t in {self.tokenizer.eos_token, self.tokenizer.pad_token} if t]
+        self._stop_texts = [t for t in {self._tok.eos_token, self._tok.pad_token} if t]
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any):
         self._answer_check = tasks.load(tasks.task_for(str(kwargs.get("data_source") or "")).answer_check)
         trace.mark(names.AGENT_LOOP)
         return await super().run(sampling_params, **kwargs)
+
+    @property
+    def _tok(self) -> Any:
+        """verl's tokenizer: a PreTrainedTokenizer, which verl annotates as AutoTokenizer (the factory)."""
+        return self.tokenizer
 
     @staticmethod
     def trajectory(agent_data: AgentData) -> Trajectory:
@@ -120,7 +125,8 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
         traj = getattr(agent_data, "_agentrl_trajectory", None)
         if traj is None:
             traj = Trajectory()
-            agent_data._agentrl_trajectory = traj  # verl keeps its own per-sample extras the same way (_active_tools)
+            # verl keeps its own per-sample extras on AgentData the same way (_active_tools)
+            agent_data._agentrl_trajectory = traj  # type: ignore[attr-defined]
         return traj
 
     async def generate_turn(
@@ -131,7 +137,7 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
         traj = self.trajectory(agent_data)
         # verl appends the assistant message only when it got as far as parsing (no length/turn limit hit first).
         parsed = len(agent_data.messages) > n_messages
-        text = self.tokenizer.decode(agent_data.response_ids, skip_special_tokens=False)
+        text = self._tok.decode(agent_data.response_ids, skip_special_tokens=False)
         stopped = self._stopped(agent_data, sampling_params)
         calls = await self._checked_calls(agent_data, text, parsed=parsed, stopped=stopped)
         malformed = [call for call in calls if isinstance(call, MalformedCall)]
@@ -218,7 +224,7 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
         """
         if len(agent_data.response_mask) < self.response_length:
             return True
-        stop_ids = {self.tokenizer.eos_token_id, *(sampling_params.get("stop_token_ids") or ())}
+        stop_ids = {self._tok.eos_token_id, *(sampling_params.get("stop_token_ids") or ())}
         stop_ids.update(self.tool_parser.stop_token_ids)
         return bool(agent_data.response_ids) and agent_data.response_ids[-1] in stop_ids
 

@@ -58,7 +58,8 @@ class GlobalLimiter:
             return cls(None)
         if not ray.is_initialized():
             return cls(None)
-        actor_cls = ray.remote(num_cpus=0, max_concurrency=max(1000, 4 * int(limit)))(_Permits)
+        concurrency = max(1000, 4 * int(limit))
+        actor_cls = ray.remote(num_cpus=0, max_concurrency=concurrency)(_Permits)  # type: ignore[call-overload]
         actor = actor_cls.options(name=name, get_if_exists=True, lifetime=None).remote(int(limit))
         existing = ray.get(actor.stats.remote())["limit"]
         if existing != int(limit):

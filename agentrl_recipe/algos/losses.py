@@ -128,7 +128,8 @@ def compute_policy_loss_tcr(
             f"{type(config).__name__}"
         )
     trace.mark(names.POLICY_LOSS)
-    pg_loss, metrics = core_algos.compute_policy_loss_vanilla(
+    # verl types the registered function as its positional PolicyLossFn alias; it takes these keywords.
+    pg_loss, metrics = core_algos.compute_policy_loss_vanilla(  # type: ignore[call-arg]
         old_log_prob=old_log_prob,
         log_prob=log_prob,
         advantages=advantages,

@@ -228,8 +228,8 @@ def _prepare_inputs(args: argparse.Namespace, stage: str) -> str:
     else:
         name = args.config or f"agentrl_{stage}"
     if name in cpu_inputs.CPU_CONFIGS and not args.data:  # the CPU configs' default inputs, built offline
-        made = cpu_inputs.prepare()
-        print(f"CPU inputs: {made.model} {made.sft} {made.rl_train} {made.rl_val}")
+        inputs = cpu_inputs.prepare()
+        print(f"CPU inputs: {inputs.model} {inputs.sft} {inputs.rl_train} {inputs.rl_val}")
     return name
 
 

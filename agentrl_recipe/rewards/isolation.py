@@ -68,7 +68,8 @@ class _Worker:
             self.proc.wait(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(Exception):
-                stream.close()
+                if stream is not None:
+                    stream.close()
 
     def call(self, target: str, args: list[Any], kwargs: dict[str, Any], timeout_s: float) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None

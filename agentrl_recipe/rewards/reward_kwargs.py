@@ -132,7 +132,7 @@ class RewardKwargs:
         return kwargs
 
 
-def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> None:
+def _check_choice(key: str, value: Any, choices: tuple[str | None, ...]) -> None:
     if value not in choices:
         raise ValueError(f"reward.reward_kwargs.{key} must be one of {choices}, got {value!r}")
 

@@ -76,7 +76,9 @@ def _as_answer(ground_truth: Any) -> str:
 
 def score_math_strict(solution_str: str, ground_truth: Any) -> dict[str, Any]:
     """The paper's rule: ±1 on exact equality of the strict last-boxed answer (verl's math_dapo, strict mode)."""
-    result = math_dapo.compute_score(solution_str, _as_answer(ground_truth), strict_box_verify=True)
+    result: dict[str, Any] = math_dapo.compute_score(  # type: ignore[assignment]  # verl annotates it float
+        solution_str, _as_answer(ground_truth), strict_box_verify=True
+    )
     return {"score": float(result["score"]), "acc": bool(result["acc"]), "pred": result["pred"]}
 
 

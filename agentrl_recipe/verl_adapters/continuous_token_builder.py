@@ -42,11 +42,11 @@ def check(builder_class: type) -> None:
 
 def render_tokens(builder: Any) -> RenderTokens:
     """The builder's own (bound) render."""
-    check(type(builder))
+    check(type(builder))  # type: ignore[arg-type]  # classes are hashable; typeshed's Hashable misses type[Any]
     return getattr(builder, NAME)
 
 
 def replace_render_tokens(builder: Any, render: RenderTokens) -> None:
     """Make ``builder`` (this one instance) render with ``render``."""
-    check(type(builder))
+    check(type(builder))  # type: ignore[arg-type]  # as above
     setattr(builder, NAME, render)

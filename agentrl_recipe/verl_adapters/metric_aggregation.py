@@ -41,11 +41,11 @@ def apply() -> None:
     """Install the fix on verl's ``Metric`` class (idempotent)."""
     _check()
     if metric_utils.Metric.__dict__.get("from_dict") is not _PATCHED:
-        metric_utils.Metric.from_dict = _PATCHED
+        metric_utils.Metric.from_dict = _PATCHED  # type: ignore[method-assign,assignment]  # the fix itself
 
 
 def applied() -> bool:
     return metric_utils.Metric.__dict__.get("from_dict") is _PATCHED
 
 
-_PATCHED = classmethod(_from_dict)
+_PATCHED: classmethod[Any, [dict[str, Any], Any], dict[str, Any]] = classmethod(_from_dict)

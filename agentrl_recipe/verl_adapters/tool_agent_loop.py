@@ -40,7 +40,7 @@ def symbol(name: str) -> str:
     return f"{MODULE}.{'AgentData' if name == ACTIVE_TOOLS else 'ToolAgentLoop'}.{name}"
 
 
-def check(cls: type = ToolAgentLoop) -> None:
+def check(cls: type[Any] = ToolAgentLoop) -> None:
     """Raise ``RuntimeError`` naming the verl symbol if ``cls`` lacks a private member this module relies on."""
     for name, (params, is_async) in METHODS.items():
         member = inspect.getattr_static(cls, name, None)

@@ -262,7 +262,7 @@ def check_namespace(cfg: Any, report: CheckReport) -> None:
     block = cfg.get(names.CONFIG_NAMESPACE)
     if block is None:
         return
-    for section in OmegaConf.to_container(block, resolve=False):
+    for section in map(str, block.keys()):
         where = f"{names.CONFIG_NAMESPACE}.{section}"
         message = _section_problem(cfg, section, where)
         if message:
@@ -279,7 +279,9 @@ def _section_problem(cfg: Any, section: str, where: str) -> str | None:
         if cls is None:
             return f"unknown section; the plugin's sections are {sorted(agentrl_config.SECTIONS)}"
         values = OmegaConf.to_container(OmegaConf.select(cfg, where), resolve=True)
-        agentrl_config.from_mapping(cls, values, where=where)
+        if not isinstance(values, dict):
+            return f"must be a mapping of {cls.__name__}'s keys, got {values!r:.80}"
+        agentrl_config.from_mapping(cls, {str(k): v for k, v in values.items()}, where=where)
     except Exception as e:  # unknown field, bad value (__post_init__), unresolvable interpolation
         return str(e)
     return None
@@ -481,15 +483,12 @@ def _check_rl_files(cfg: Any, report: CheckReport) -> None:
 def _check_trainer_rules(cfg: Any, report: CheckReport) -> None:
     """The plugin's cross-key rules (a mask that is on but cannot take effect, ...) and the async trainer's."""
     # Both import verl (the sampler subclasses verl's replay buffer): loaded here, not by `configs list/show/cp`.
+    from agentrl_recipe.algos.sampler import check_trainer_config
+
     try:
-        from agentrl_recipe.algos.sampler import check_trainer_config
-    except ImportError:
-        check_trainer_config = None
-    if check_trainer_config is not None:
-        try:
-            report.errors += [Problem("", p) for p in check_trainer_config(cfg)]
-        except Exception as e:
-            report.errors.append(Problem("trainer.v1.sampler", first_line(e)))
+        report.errors += [Problem("", p) for p in check_trainer_config(cfg)]
+    except Exception as e:
+        report.errors.append(Problem("trainer.v1.sampler", first_line(e)))
     from agentrl_recipe.cli.configs import async_checks
 
     async_errors, async_warnings = async_checks.check(cfg)  # trainer mode, its replay buffer, rollout correction

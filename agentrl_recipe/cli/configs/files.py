@@ -122,7 +122,9 @@ def verl_root(path: Path) -> str:
 # ----------------------------------------------------------------------------------------------------- composing
 def _without_hydra(cfg: Any) -> tuple[Any, dict[str, str]]:
     """(the config without its hydra node, the group choices hydra recorded in it)."""
-    choices = {k: v for k, v in OmegaConf.to_container(cfg.hydra.runtime.choices).items() if v is not None}
+    recorded = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    assert isinstance(recorded, dict)  # hydra records its group choices as a mapping
+    choices = {str(k): str(v) for k, v in recorded.items() if v is not None}
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg, choices

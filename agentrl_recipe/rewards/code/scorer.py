@@ -103,9 +103,10 @@ async def ascore_code(
     program = extract_last_python_block(solution_str)
     if program is None or not parseable_python(program):
         return _no_code_result(None, len(tests))
-    grade = await (agrade_asserts if isinstance(tests, AssertTests) else agrade_program)(
+    grader = agrade_asserts if isinstance(tests, AssertTests) else agrade_program
+    grade = await grader(
         program,
-        tests,
+        tests,  # type: ignore[arg-type]  # each grader gets its own form (the isinstance above)
         sandbox=_resolve_sandbox(sandbox),
         timeout_s_per_test=timeout_s_per_test,
         total_timeout_s=total_timeout_s,
