@@ -1,12 +1,16 @@
 """The fidelity table: every hyperparameter and behaviour switch of the paper-run RL config against the released
 scripts ([code], Gen-Verse/Open-AgentRL) and the paper, one row each. ``tests/agentrl_recipe/test_fidelity.py`` asserts
 every ``ours`` value against the composed ``agentrl_rl_qwen3_4b`` config (behaviour keys after ``agentrl.compat``
-resolves them) and that README's table equals :func:`render`, so neither can drift.
+resolves them) and that README's table equals :func:`render`, so neither can drift. The ``released_grader:*`` rows are
+the released code grader's reward hacks, each a property of ``code_rules: open_agentrl`` (the paper-run default);
+the ``*_fixed`` configs (or ``reward.reward_kwargs.code_rules: lcb`` alone) train without them.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from agentrl_recipe.rewards.code.hack_patterns import PATTERNS
 
 CONFIG = "agentrl_rl_qwen3_4b"
 SCRIPT = "recipe/demystify/grpo_tcr_qwen3_4b.sh"
@@ -112,6 +116,32 @@ ROWS = (
         "ours: a stuck grade cannot stall a batch",
     ),
 )
+
+
+# The released grader's reward hacks (issue 34): properties of code_rules=open_agentrl, live in every paper-run config.
+# "released_grader:<name>" rows resolve to the config's code_rules; reward/hack_pattern/<name> counts them per step.
+GRADER_SOURCE = "sandbox_fusion/utils.py"
+HACK_ROWS = tuple(
+    Row(
+        f"released_grader:{name}",
+        "–",
+        f"{what}: {effect}",
+        GRADER_SOURCE,
+        "open_agentrl",
+        f"faithful, reward-hackable; _fixed (code_rules: lcb) passes none; counted: reward/hack_pattern/{name}",
+    )
+    for name, (what, effect) in PATTERNS.items()
+) + (
+    Row(
+        "released_grader:prelude_fn_name",
+        "–",
+        "`globals()[fn_name]` finds the star-imported `add`/`gcd` first: any `def add` 1.0",
+        GRADER_SOURCE,
+        "open_agentrl",
+        "faithful; _fixed resolves only the program's own function; data prep reports such rows",
+    ),
+)
+ROWS = ROWS + HACK_ROWS
 
 
 def render() -> str:

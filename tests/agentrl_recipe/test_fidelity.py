@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 from agentrl_recipe import compat, fidelity
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
 from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.rewards.code import hack_patterns
 from agentrl_recipe.rewards.manager import RewardKwargs
 
 README = Path(__file__).resolve().parents[2] / "docs" / "reproducing.md"  # where the fidelity table is
@@ -24,6 +25,8 @@ def paper_cfg():
 def resolved(cfg, name: str):
     if name == "malformed_call_feedback":
         return AgentLoopSettings.from_trainer_config(cfg).malformed_call_feedback
+    if name.startswith("released_grader:"):  # a hack of the released code grader: live iff it grades
+        return RewardKwargs.from_trainer_config(cfg).code_rules
     if name in ("auto_print", "failure_reply"):  # the tool YAML leaves them null: the trainer's compat decides
         return compat.default(name, None, compat.mode_of(cfg))
     return getattr(RewardKwargs.from_trainer_config(cfg), name)
@@ -33,6 +36,8 @@ def resolved(cfg, name: str):
 def test_every_row_matches_the_composed_paper_config(paper_cfg, row) -> None:
     if row.key.startswith("resolved:"):
         actual = resolved(paper_cfg, row.key.removeprefix("resolved:"))
+    elif row.key.startswith("released_grader:"):
+        actual = resolved(paper_cfg, row.key)
     else:
         actual = OmegaConf.select(paper_cfg, row.key, throw_on_missing=True)
     assert actual == row.ours, f"{row.key}: config has {actual!r}, the fidelity table says {row.ours!r}"
@@ -43,6 +48,13 @@ def test_fixed_sibling_differs_only_in_compat() -> None:
     fixed, _ = compose(fidelity.CONFIG + "_fixed")
     assert RewardKwargs.from_trainer_config(fixed).tool_bonus == "paper"
     assert AgentLoopSettings.from_trainer_config(fixed).malformed_call_feedback is True
+    assert RewardKwargs.from_trainer_config(fixed).code_rules == "lcb"  # none of the released grader's hacks
+
+
+def test_every_released_grader_hack_has_a_row() -> None:
+    """Issue 34 item 10: each hack the metrics count is in the table, as a property of the released grader."""
+    keys = {row.key for row in fidelity.ROWS}
+    assert {f"released_grader:{name}" for name in hack_patterns.PATTERNS} | {"released_grader:prelude_fn_name"} <= keys
 
 
 def test_readme_table_is_the_rendering() -> None:

@@ -21,7 +21,10 @@ PATTERNS: dict[str, tuple[str, str]] = {
     "exit_in_call": ("`SystemExit` / `os._exit` inside a function", "the call exits 0 instead of failing: 1.0"),
     "always_equal": ("an object whose `__eq__` returns True", "`assert candidate(...) == expected` holds: 1.0"),
     "atexit_exit": ("`atexit` hook (e.g. `register(os._exit, 0)`)", "a failed assert still exits 0: 1.0"),
-    "reads_own_source": ("reads its own file (`/tmp/main.py`, `__file__`, `sys.argv`)", "returns the assert's value"),
+    "reads_own_source": (
+        "reads its own file (`/tmp/main.py`, `__file__`, `sys.argv`)",
+        "returns the assert's expected value: 1.0",
+    ),
 }
 
 
