@@ -223,7 +223,7 @@ class Settings:
         self.nofile = int(cfg["max_open_files"])
         self.fsize_mb = int(cfg["max_file_mb"])
         self.memory_bound = cfg["memory_bound"]
-        bpf = compile_seccomp(SHARED_MEMORY if self.memory_bound != "cgroup" else ()) if cfg["seccomp"] else None
+        bpf = compile_seccomp(SHARED_MEMORY) if cfg["seccomp"] else None
         if cfg["seccomp"] and not bpf:  # fail closed: the filter is part of what bounds memory and the network
             raise OSError("libseccomp (libseccomp.so.2) is not usable inside the sandbox; apt-get install libseccomp2")
         self.seccomp = Seccomp(bpf) if bpf else None
