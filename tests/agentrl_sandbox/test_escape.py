@@ -399,7 +399,7 @@ def test_concurrent_calls_share_no_channel(pool):
     assert "/dev/pts ['ptmx']" not in res.stdout and "'0'" not in res.stdout, res.stdout
 
 
-WEDGE_GRACE_S = 2.0  # the supervisor's fixed drain after the run's end (1 s) + the host's own overhead
+WEDGE_GRACE_S = 2.5  # the supervisor's fixed drain after the run's end (1 s) + the host's own overhead
 WEDGES = {
     # Attack 3: a child keeps stdout open and writes to it after the run exited: the drain never ended.
     "writer": "import os, time\nif os.fork() == 0:\n    while True:\n        os.write(1, b'.'); time.sleep(0.2)\n"
@@ -426,5 +426,5 @@ def test_wedging_program_frees_its_slot(pool, kind):
     assert max(durations) < timeout_s + WEDGE_GRACE_S, durations
     start = time.monotonic()
     assert pool.run("print(1)").stdout == "1\n"
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 2.0
     assert settled_count(pool, expect_at_most=baseline, timeout_s=3) <= baseline  # no child outlived its call
