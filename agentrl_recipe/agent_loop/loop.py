@@ -37,7 +37,7 @@ import time
 from enum import Enum
 from typing import Any
 
-from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState
+from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
@@ -53,7 +53,7 @@ from agentrl_recipe.agent_loop.turn_checks import (
     content_without_calls,
     valid_first,
 )
-from agentrl_recipe.verl_adapters.tool_agent_loop import ToolAgentLoopHooks, active_tools
+from agentrl_recipe.verl_adapters.tool_agent_loop import active_tools
 
 __all__ = ["INFRA_STATUS", "AgentRLToolAgentLoop", "MalformedCall", "Termination"]
 
@@ -87,7 +87,7 @@ def close_trajectory(
     return traj
 
 
-class AgentRLToolAgentLoop(ToolAgentLoopHooks):
+class AgentRLToolAgentLoop(ToolAgentLoop):
     """verl's ``ToolAgentLoop`` + malformed-call feedback, per-trajectory tool metrics and stateful-session cleanup.
 
     Registered by the plugin as ``agentrl_tool_agent`` (select it per row with ``agent_name`` or for a whole run with
@@ -129,11 +129,11 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
             agent_data._agentrl_trajectory = traj  # type: ignore[attr-defined]
         return traj
 
-    async def generate_turn(
+    async def _handle_generating_state(
         self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
     ) -> AgentState:
         n_messages = len(agent_data.messages)
-        state = await super().generate_turn(agent_data, sampling_params, ignore_termination)
+        state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
         traj = self.trajectory(agent_data)
         # verl appends the assistant message only when it got as far as parsing (no length/turn limit hit first).
         parsed = len(agent_data.messages) > n_messages
@@ -148,7 +148,7 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
             # (verl and the released code ran the valid one)
             agent_data.tool_calls = valid_first(calls)
             content = content_without_calls(text, calls) if self._hermes else agent_data.messages[-1]["content"]
-            agent_data.messages[-1] = self.assistant_message(content, agent_data)
+            agent_data.messages[-1] = self._build_assistant_message(content, agent_data)
             state = AgentState.PROCESSING_TOOLS
 
         valid_call = any(not isinstance(call, MalformedCall) for call in calls)
@@ -183,20 +183,20 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
             calls = [call for call in calls if getattr(call, "kind", None) != "unclosed"]
         return calls
 
-    async def process_tools(self, agent_data: AgentData) -> AgentState:
-        state = await super().process_tools(agent_data)
+    async def _handle_processing_tools_state(self, agent_data: AgentData) -> AgentState:
+        state = await super()._handle_processing_tools_state(agent_data)
         if state == AgentState.TERMINATED:
             self.trajectory(agent_data).termination = Termination.TOOL_RESPONSE_OVERFLOW.value
             await self._finish(agent_data)
         return state
 
-    async def call_tool(
+    async def _call_tool(
         self, tool_call: FunctionCall, tools_kwargs: dict[str, Any], agent_data: AgentData
     ) -> tuple[ToolResponse, float, dict]:
         if isinstance(tool_call, MalformedCall):
             return ToolResponse(text=tool_call.feedback), 0.0, {"status": "malformed", "kind": tool_call.kind}
         started = time.perf_counter()
-        response, reward, metrics = await super().call_tool(tool_call, tools_kwargs, agent_data)
+        response, reward, metrics = await super()._call_tool(tool_call, tools_kwargs, agent_data)
         elapsed = time.perf_counter() - started
         metrics = metrics if isinstance(metrics, dict) else {}
         status = metrics.get("status")
@@ -205,13 +205,13 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
         self.trajectory(agent_data).record_call(str(status), float(metrics.get("latency_s", elapsed)), metrics)
         return response, reward, metrics
 
-    def assistant_message(self, content: str, agent_data: AgentData) -> dict[str, Any]:
+    def _build_assistant_message(self, content: str, agent_data: AgentData) -> dict[str, Any]:
         # Malformed calls are not tool calls of the message; their raw text stays in the content (see
         # content_without_calls), which is what the model actually wrote.
         all_calls = agent_data.tool_calls
         agent_data.tool_calls = [call for call in all_calls if not isinstance(call, MalformedCall)]
         try:
-            return super().assistant_message(content, agent_data)
+            return super()._build_assistant_message(content, agent_data)
         finally:
             agent_data.tool_calls = all_calls
 
@@ -229,7 +229,7 @@ class AgentRLToolAgentLoop(ToolAgentLoopHooks):
         return bool(agent_data.response_ids) and agent_data.response_ids[-1] in stop_ids
 
     def _generation_termination(self, agent_data: AgentData) -> Termination:
-        # Same order as verl's checks in generate_turn (ToolAgentLoop._handle_generating_state).
+        # Same order as verl's checks in ToolAgentLoop._handle_generating_state.
         if len(agent_data.response_mask) >= self.response_length:
             return Termination.RESPONSE_LENGTH
         if self.max_assistant_turns and agent_data.assistant_turns >= self.max_assistant_turns:
