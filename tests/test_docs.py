@@ -29,7 +29,8 @@ PATH = re.compile(
 MODULE = re.compile(rf"(?<![\w./-])(?:pkg://)?((?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+)")
 # a shortened path (`rewards/code/grade.py`, `recipe/grpo_tcr.yaml`): some repository file must end with it
 SHORT = re.compile(r"(?<![\w./:-])([\w.-]+(?:/[\w.*<>-]+)+\.(?:py|yaml|md|txt|patch|jinja|toml))\b")
-EXTERNAL = ("recipe/demystify/", "verl/", "examples/")  # the released Open-AgentRL code's and verl's own files
+# files of other repositories: the released Open-AgentRL code, verl, SandboxFusion
+EXTERNAL = ("recipe/demystify/", "verl/", "examples/", "sandbox_fusion/")
 METRICS = ("agentrl_sandbox/server/",)  # step-metric names that start like a folder (agentrl_recipe/sandbox_routes.py)
 
 
