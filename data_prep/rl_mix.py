@@ -24,6 +24,7 @@ from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_jsonl, atomic_write_parquet
 from agentrl_recipe.problems import read_local_file
 from data_prep import rl_released as released
+from data_prep.code_test_forms import prelude_shadow_report
 from data_prep import standalone
 from data_prep.files import earlier_report, fingerprint, mark_done, source_files, source_fingerprint
 from data_prep.rl_sources import CONVERTER_VERSION, SOURCES, convert_source
@@ -121,6 +122,7 @@ def build_rl_mix(args: argparse.Namespace) -> dict[str, Any]:
     lengths, unit = prompt_lengths(final, args.tokenizer)
     report["total_written"] = len(final)
     report["prompt_length"] = {"unit": unit, **{k: summarize(v) for k, v in lengths.items()}}
+    report["code_fn_name_shadows_prelude"] = prelude_shadow_report(final)  # issue 34: code_test_forms.py
     report["rejects_file"] = str(rejects_path(out))
     report["removed_file"] = str(out.with_suffix(".removed.jsonl"))
     atomic_write_jsonl(rejects_path(out), all_rejects)

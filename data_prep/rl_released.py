@@ -36,7 +36,8 @@ from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_parquet
-from data_prep import prompts
+from data_prep import prompts, standalone
+from data_prep.code_test_forms import prelude_shadow_report
 from data_prep.files import earlier_report, fingerprint, load_source, mark_done, source_fingerprint
 from data_prep.rows import ConvertError, convert_rows, text_field
 from data_prep.sink import RowSink, rejects_path
@@ -164,6 +165,7 @@ def build_released(args: argparse.Namespace) -> dict[str, Any]:
         "by_data_source": dict(Counter(r["data_source"] for r in final)),
         **dict(counts),
         "total_written": len(final),
+        "code_fn_name_shadows_prelude": prelude_shadow_report(final),  # issue 34: code_test_forms.py
         "rejects_file": str(rejects_path(out)),
     }
     sink.write_rejects()

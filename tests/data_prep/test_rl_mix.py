@@ -228,3 +228,9 @@ def test_rerun_skips_and_resumes_after_a_kill(data_dir: Path, tmp_path: Path, pa
     mtime = out.stat().st_mtime_ns
     again = prep_rl.build_rl_mix(args)  # same inputs and settings: nothing to do
     assert out.stat().st_mtime_ns == mtime and again["total_written"] == report["total_written"]
+
+
+def test_the_report_counts_fn_names_a_prelude_name_shadows(data_dir: Path, tmp_path: Path, parse_args) -> None:
+    """Issue 34 item 9: the fixture's `add` row (operator.add after the graders' star-imports) is reported."""
+    report = prep_rl.build_rl_mix(parse_args(prep_rl, mix_argv(data_dir, tmp_path / "train.parquet")))
+    assert report["code_fn_name_shadows_prelude"] == {"rows": 1, "fn_names": {"add": 1}}

@@ -143,6 +143,12 @@ def test_the_output_loads_in_verl_rlhf_dataset(source: Path, tmp_path: Path, par
 
     out = tmp_path / "out.parquet"
     load(parse_args, source, out)
+
+
+def test_the_report_counts_fn_names_a_prelude_name_shadows(source: Path, tmp_path: Path, parse_args) -> None:
+    """Issue 34 item 9: the released set's `add` row is one the released grader scores 1.0 for any `def add`."""
+    stats, _ = load(parse_args, source, tmp_path / "out.parquet")
+    assert stats["code_fn_name_shadows_prelude"] == {"rows": 1, "fn_names": {"add": 1}}
     cfg = OmegaConf.create({"max_prompt_length": 4096, "filter_overlong_prompts": False, "return_raw_chat": True})
     ds = RLHFDataset([str(out)], tiny_tokenizer, cfg)
     assert len(ds) == 9 and ds[7]["agent_name"] == names.AGENT_LOOP
