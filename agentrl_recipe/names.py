@@ -33,9 +33,11 @@ FIELD_MALFORMED_TOOL_CALL = "agentrl_malformed_tool_call"  # int: tool calls tha
 FIELD_TOOL_INFRA_FAILURE = "agentrl_tool_infra_failure"  # bool: a sandbox infra_error during rollout
 FIELD_MODEL_TOKENS = "agentrl_model_tokens"  # int: response tokens the model generated (response_mask == 1)
 FIELD_ASSISTANT_TURNS = "agentrl_assistant_turns"  # int: assistant (generation) turns
-FIELD_NUM_VOID_TURNS = "agentrl_void_turns"  # int: how many assistant turns were void (see agent_loop.py)
-FIELD_MALFORMED_KINDS = "agentrl_malformed_kinds"  # list[str]: kind of each malformed call (agent_loop.MalformedCall)
-FIELD_TERMINATION = "agentrl_termination"  # str: why the trajectory ended (agent_loop.Termination)
+FIELD_NUM_VOID_TURNS = "agentrl_void_turns"  # int: how many assistant turns were void (see agent_loop/loop.py)
+FIELD_MALFORMED_KINDS = (
+    "agentrl_malformed_kinds"  # list[str]: kind of each malformed call (agent_loop.turn_checks.MalformedCall)
+)
+FIELD_TERMINATION = "agentrl_termination"  # str: why the trajectory ended (agent_loop.loop.Termination)
 FIELD_MESSAGES = "agentrl_messages"  # list[dict]: the conversation, only with agentrl.agent_loop.record_messages
 # sandbox_fusion only (tools/sandbox/sandbox_routes.py): per answered call, the server and its round trip; per failed
 # attempt, the server
@@ -58,7 +60,7 @@ CONFIG_NAMESPACE = "agentrl"
 # --- environment variables ---
 ENV_TRACE_DIR = "AGENTRL_TRACE_DIR"  # where each component marks the processes it ran in (agentrl_recipe/trace.py)
 
-# --- data_source values written by data prep (scoring.task_kind routes on them: "code"/"livecodebench" → code) ---
+# --- data_source values written by data prep (agentrl_recipe.tasks routes on them: "code"/"livecodebench" → code) ---
 DS_AIME24 = "aime2024"
 DS_AIME25 = "aime2025"
 DS_GPQA = "gpqa_diamond"

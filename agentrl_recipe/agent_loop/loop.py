@@ -44,7 +44,7 @@ from verl.tools.schemas import ToolResponse
 from agentrl_recipe import compat, log_filters, names, tasks, trace
 from agentrl_recipe.agent_loop.render_cache import memoize_renders
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
-from agentrl_recipe.agent_loop.trajectory import INFRA_STATUS, Trajectory
+from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.agent_loop.turn_checks import (
     TOOL_CALL_BLOCK,
     MalformedCall,
@@ -54,8 +54,6 @@ from agentrl_recipe.agent_loop.turn_checks import (
     valid_first,
 )
 from agentrl_recipe.verl_adapters.tool_agent_loop import active_tools
-
-__all__ = ["INFRA_STATUS", "AgentRLToolAgentLoop", "MalformedCall", "Termination"]
 
 logger = logging.getLogger(__name__)
 log_filters.install()  # verl's parser ERROR for a malformed call the loop handles (counted in agentrl_tools/*)

@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 from agentrl_recipe.eval import report as report_lib
+from agentrl_recipe.eval.compare import compare_reports
 from agentrl_recipe.eval.protocol import BACKENDS, EvalConfig
 from agentrl_recipe.eval.runner import run_eval, write_report
+from agentrl_recipe.eval.table import markdown_table
 
 
 def _default_out(model: str) -> str:
@@ -122,14 +124,14 @@ def main(args: argparse.Namespace) -> int:
         if args.eval_command == "run":
             cfg = config_from_args(args)
             report = run_eval(cfg, show_progress=not args.no_progress)
-            print(report_lib.markdown_table(report))
+            print(markdown_table(report))
             print(f"report: {Path(cfg.out_dir) / report_lib.REPORT_FILE}")
         elif args.eval_command == "report":
             report = write_report(args.run_dir, plots=not args.no_plots)
-            print(report_lib.markdown_table(report))
+            print(markdown_table(report))
         elif args.eval_command == "compare":
             a, b = report_lib.load_report(args.run_a), report_lib.load_report(args.run_b)
-            print(report_lib.compare_reports(a, b, labels=tuple(args.labels) if args.labels else None))
+            print(compare_reports(a, b, labels=tuple(args.labels) if args.labels else None))
     except (ValueError, FileNotFoundError) as e:
         print(f"agentrl-recipe eval {args.eval_command}: error: {e}", file=sys.stderr)
         return 2

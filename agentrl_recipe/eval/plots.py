@@ -15,7 +15,7 @@ import itertools
 import matplotlib.pyplot as plt
 
 from agentrl_recipe.atomic_io import save_figure
-from agentrl_recipe.eval.report import display_name
+from agentrl_recipe.eval.table import display_name
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -15,14 +15,10 @@ from typing import Any
 
 from agentrl_recipe import tasks
 from agentrl_recipe.eval import estimators as metrics
-from agentrl_recipe.eval.compare import compare_reports, protocol_differences
-from agentrl_recipe.eval.table import display_name, markdown_table, source_order
+from agentrl_recipe.eval.table import display_name, source_order
 from agentrl_recipe.eval.tool_stats import tool_stats
 
 # The table and the comparison live in table.py and compare.py; callers (the CLI, the plots) import them from here.
-__all__ = ["REPORT_FILE", "TABLE_FILE", "build_report", "compare_reports", "display_name", "flat_metrics"]
-__all__ += ["load_report", "markdown_table", "protocol_differences", "source_results"]
-
 REPORT_FORMAT_VERSION = 1
 REPORT_FILE = "report.json"
 TABLE_FILE = "table.md"

@@ -29,6 +29,7 @@ from agentrl_recipe.eval.eval_set import EvalProblem, load_problems
 from agentrl_recipe.eval.protocol import RESUMABLE_CHANGES, EvalConfig, protocol_deviations
 from agentrl_recipe.eval.records import grade_items, make_record, regrade_infra_failures
 from agentrl_recipe.eval.sampling import Generator, RolloutGenerator
+from agentrl_recipe.eval.table import markdown_table
 from agentrl_recipe.run_sync import run_coroutine_sync
 from agentrl_sandbox import get_sandbox
 from agentrl_sandbox.config import SandboxConfig
@@ -146,7 +147,7 @@ def write_report(
         extra["timing"] = timing
     report = report_lib.build_report(records, protocol, extra=extra)
     report["files"]["plots"] = write_plots(report, out) if plots else []
-    atomic_write_text(out / report_lib.TABLE_FILE, report_lib.markdown_table(report))
+    atomic_write_text(out / report_lib.TABLE_FILE, markdown_table(report))
     atomic_write_json(out / report_lib.REPORT_FILE, report)
     return report
 
