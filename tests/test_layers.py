@@ -198,3 +198,28 @@ def test_the_checker_sees_function_local_imports_and_strings(tmp_path: Path) -> 
         "agentrl_recipe.rollout",
         "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool",
     }
+
+
+# The sandbox's own interpreter runs these as scripts (never imported by ours): they set up that interpreter's path.
+IN_SANDBOX_SCRIPTS = {"agentrl_sandbox._zygote", "agentrl_sandbox._zygote_run"}
+
+
+def _edits_sys_path(tree: ast.AST) -> bool:
+    """Any ``sys.path`` item assignment, slice assignment, deletion, or mutating method call."""
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            targets = [node.func.value] if node.func.attr in ("insert", "append", "extend", "remove", "pop") else []
+        for target in targets:
+            base = target.value if isinstance(target, ast.Subscript) else target
+            if isinstance(base, ast.Attribute) and base.attr == "path" and getattr(base.value, "id", "") == "sys":
+                return True
+    return False
+
+
+def test_no_module_of_ours_edits_sys_path() -> None:
+    editing = {m for m, path in MODULES.items() if _edits_sys_path(ast.parse(path.read_text()))}
+    assert editing == IN_SANDBOX_SCRIPTS, sorted(editing ^ IN_SANDBOX_SCRIPTS)
+    assert _edits_sys_path(ast.parse("import sys\nsys.path.insert(0, 'x')"))
+    assert _edits_sys_path(ast.parse("import sys\nsys.path[0:0] = ['x']"))
+    assert not _edits_sys_path(ast.parse("import sys\nprint(sys.path[0])"))
