@@ -201,3 +201,15 @@ async def test_the_programs_own_prelude_named_function_is_graded(sandbox) -> Non
     method = "class Solution:\n    def add(self, a, b):\n        return a + b"
     in_class = await agrade_program(method, ADD_TESTS, sandbox=sandbox, timeout_s_per_test=2.0)
     assert (good.passed, wrong.passed, in_class.passed) == (2, 0, 2)
+
+
+async def test_invalid_utf8_output_and_frames_are_wrong_answers(sandbox) -> None:
+    program = "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe' + input().encode() + b'\\n')"
+    grade = await agrade_program(program, STDIN_TESTS, sandbox=sandbox, timeout_s_per_test=2.0)
+    assert grade.statuses == ["wrong_answer", "wrong_answer"]
+    frame = '{"t": "result", "i": 0, "status": "ok", "out": "\xff2"}'  # 0xff on the wire: not UTF-8
+    forged = FIND_FRAME_FD.replace('"[" * 5000 + "]" * 5000', repr(frame)).replace(
+        "_line.encode()", "_line.encode('latin-1')"
+    )
+    grade = await agrade_program(forged + "print(2)", STDIN_TESTS, sandbox=sandbox, timeout_s_per_test=2.0)
+    assert grade.statuses == ["wrong_answer", "wrong_answer"]  # the forged "\ufffd2" answers test 0; `2` is not 4
