@@ -35,6 +35,7 @@ import os
 import socket
 import sys
 import warnings
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _zygote_kernel import PR_SET_DUMPABLE, Settings, libc, recv_msg, send_msg
@@ -169,7 +170,10 @@ def main() -> None:
         worker(st, lambda: conn, [conn], Reseeder(), runs=1)
         return
     loaded, failed = preload(cfg["preload"])
-    heavy_pid, heavy = start_heavy(st, cfg) if cfg.get("preload_heavy") else (None, {"ready": True})
+    heavy_pid: int | None = None
+    heavy: dict[str, Any] = {"ready": True}
+    if cfg.get("preload_heavy"):
+        heavy_pid, heavy = start_heavy(st, cfg)
 
     def announce(report: dict) -> dict:
         if report.get("ready") and not heavy.get("ready"):

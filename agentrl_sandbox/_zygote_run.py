@@ -187,7 +187,7 @@ def exec_main(code: str) -> int:
     sys.path[0:0] = [SCRATCH]
     main = types.ModuleType("__main__")
     main.__file__ = MAIN
-    main.__builtins__ = __builtins__
+    main.__builtins__ = __builtins__  # type: ignore[attr-defined]
     sys.modules["__main__"] = main
     status = 0
     try:
@@ -198,7 +198,7 @@ def exec_main(code: str) -> int:
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
         status = 1
     try:
-        threading._shutdown()  # join non-daemon threads, as interpreter exit does
+        threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as interpreter exit does
         atexit._run_exitfuncs()
     except BaseException:
         pass

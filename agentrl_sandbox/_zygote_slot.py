@@ -69,7 +69,8 @@ def worker(st: Settings, accept, inherited: list, reseed: Reseeder, runs: int | 
         sys.stderr.write("agentrl sandbox: namespace init failed to start\n")
         os._exit(3)
     with open("/proc/1/cmdline", "rb") as f:  # pid 1 of the /proc the runs see: the slot's init, or bwrap's
-        isolation = {"private_proc": not f.read().startswith(b"bwrap"), "seccomp": st.seccomp is not None}
+        isolation: dict[str, object] = {"private_proc": not f.read().startswith(b"bwrap")}
+    isolation["seccomp"] = st.seccomp is not None
     isolation.update(memory_bound=st.memory_bound, cpu_share=None)  # no per-call cgroup: RLIMIT_CPU per process
 
     def sweep() -> None:

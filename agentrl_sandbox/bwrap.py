@@ -20,6 +20,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +78,14 @@ class BwrapCommand:
         *,
         slots: int,
         preload: list[str],
-        preload_heavy: list[str] = (),
+        preload_heavy: Sequence[str] = (),
         oneshot_fd: int | None = None,
     ) -> None:
         self.cfg = cfg
         self.bwrap = preflight()
         self.rundir = tempfile.mkdtemp(prefix="agentrl-sbx-")
         uid, gid = host_ids()
-        if uid is not None:
+        if uid is not None and gid is not None:
             os.chown(self.rundir, uid, gid)
         self.socket_paths = {tier: os.path.join(self.rundir, name) for tier, name in SOCKETS.items()}
         self.fds: list[int] = []  # the memfds and O_PATH fds bwrap binds (cleanup closes them)

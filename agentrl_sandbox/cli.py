@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agentrl_sandbox import SandboxError, get_sandbox, health_check
 from agentrl_sandbox.config import ENV_SANDBOX_TOKEN, SandboxConfig
@@ -68,7 +69,7 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace) -> SandboxConfig:
     cfg = SandboxConfig().with_env_overrides()
-    changes = {}
+    changes: dict[str, Any] = {}
     if getattr(args, "url", None):
         changes.update(url=args.url, backend="sandbox_fusion")
     if getattr(args, "backend", None):

@@ -12,6 +12,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import httpx
@@ -65,7 +66,7 @@ class Fleet:
         self._turn = 0
         self._watcher: asyncio.Task | None = None
 
-    def pick(self, exclude: set[str] = frozenset(), *, out_too: bool = False) -> Server | None:
+    def pick(self, exclude: AbstractSet[str] = frozenset(), *, out_too: bool = False) -> Server | None:
         """The healthy (``out_too``: any) server with the fewest outstanding requests (ties in turn), or None."""
         candidates = [s for s in self.servers if (s.healthy or out_too) and s.url not in exclude]
         if not candidates:

@@ -137,9 +137,10 @@ class SandboxFusionClient(Sandbox):
             while (remaining := deadline - time.monotonic()) > 0:
                 # Every server out: send the run anyway (its connection is the probe), with backoff between tries.
                 server = self.fleet.pick(failed_on) or self.fleet.pick() or self.fleet.pick(out_too=True)
+                assert server is not None  # a fleet has at least one server
                 attempts += 1
                 attempt = await self._post(server, body, remaining)
-                if attempt.kind == "done":
+                if attempt.kind == "done" and attempt.result is not None:
                     attempt.result.route = Route(server.url, attempt.latency_s, tuple(failed))
                     return attempt.result
                 kind, last_error = attempt.kind, f"{server.url}: {attempt.error}"

@@ -99,6 +99,7 @@ class LocalSandbox(Sandbox):
         self._stderr_tail = []
         self._stderr_task = asyncio.ensure_future(self._drain_stderr(proc))
         try:
+            assert proc.stdout is not None  # stdout=PIPE
             ready = await asyncio.wait_for(read_frame(proc.stdout), timeout=120)
         except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
             await self._kill()
