@@ -80,53 +80,55 @@ eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the p
 	  exit 2; fi
 	$(VENV)/bin/agentrl-recipe eval run --model $(MODEL) --data $(DATA) $(if $(OUT),--out $(OUT)) $(ARGS)
 
-# --- data prep (data_prep/, `agentrl-recipe data <cmd>`): outputs under DATA_DIR; reruns skip finished work, a killed
-# run resumes. Hub sources are the paper's; GPQA is gated on the hub (accept its terms, `huggingface-cli login`).
+# --- data prep (data_prep/, one module per job; `agentrl-recipe data <job>`): outputs under DATA_DIR; reruns skip
+# finished work, a killed run resumes. Hub sources are the paper's; GPQA is gated on the hub (accept its terms,
+# `huggingface-cli login`).
 DATA_DIR ?= data
 AGENTRL := $(VENV)/bin/agentrl-recipe
 TESTDATA := tests/data
 PROBLEMS ?= $(DATA_DIR)/rl/train.parquet
-.PHONY: data data-eval data-rl data-rl-math data-sft data-sft-synthetic data-sft-generate data-model-aware data-fixtures data-rl-released
-data: data-eval data-rl data-sft  ## the paper's eval sets, 30K RL mix and SFT-3K from the hub [DATA_DIR=data]
-data-eval: install  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) → $(DATA_DIR)/eval/<name>.parquet
-	$(AGENTRL) data eval --aime24 Maxwell-Jia/AIME_2024 --aime25 yentinglin/aime_2025 --gpqa Idavidrein/gpqa \
+.PHONY: data data-eval-sets data-rl-mix data-rl-math data-rl-released data-sft-released data-sft-stitched
+.PHONY: data-sft-generate data-model-aware data-fixtures
+data: data-eval-sets data-rl-mix data-sft-released  ## the paper's eval sets, 30K RL mix and SFT-3K from the hub [DATA_DIR=data]
+data-eval-sets: install  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) → $(DATA_DIR)/eval/<name>.parquet
+	$(AGENTRL) data eval-sets --aime24 Maxwell-Jia/AIME_2024 --aime25 yentinglin/aime_2025 --gpqa Idavidrein/gpqa \
 	  --lcb hf://datasets/livecodebench/code_generation_lite/test6.jsonl --out-dir $(DATA_DIR)/eval $(ARGS)
-data-rl: data-eval  ## DAPO + Skywork-OR1 (4902 math, 3586 code) + MegaScience (3000), decontaminated → rl/train.parquet
-	$(AGENTRL) data rl --dapo BytedTsinghua-SIA/DAPO-Math-17k --skywork-math Skywork/Skywork-OR1-RL-Data:math \
+data-rl-mix: data-eval-sets  ## DAPO + Skywork-OR1 (4902 math, 3586 code) + MegaScience (3000), decontaminated → rl/train.parquet
+	$(AGENTRL) data rl-mix --dapo BytedTsinghua-SIA/DAPO-Math-17k --skywork-math Skywork/Skywork-OR1-RL-Data:math \
 	  --skywork-code Skywork/Skywork-OR1-RL-Data:code --megascience MegaScience/MegaScience \
 	  --count skywork_math=4902 --count skywork_code=3586 --count mega-science=3000 \
 	  --eval $(DATA_DIR)/eval/*.parquet --out $(DATA_DIR)/rl/train.parquet $(ARGS)
+data-rl-math: data-eval-sets  ## DAPO-Math-17k only (the low-diversity ablation arm) → rl/math_only.parquet
+	$(AGENTRL) data rl-mix --dapo BytedTsinghua-SIA/DAPO-Math-17k --eval $(DATA_DIR)/eval/*.parquet \
+	  --out $(DATA_DIR)/rl/math_only.parquet $(ARGS)
 RELEASED ?= Gen-Verse/Open-AgentRL-30K
 TEMPLATING ?= first_row
 data-rl-released: install  ## the released RL set as published → rl/open_agentrl_30k.parquet [RELEASED=file|hub id] [TEMPLATING=per_row]
-	$(AGENTRL) data rl --released $(RELEASED) --templating $(TEMPLATING) \
+	$(AGENTRL) data rl-released $(RELEASED) --templating $(TEMPLATING) \
 	  --out $(DATA_DIR)/rl/open_agentrl_30k$(if $(filter per_row,$(TEMPLATING)),_per_row).parquet $(ARGS)
-data-rl-math: data-eval  ## DAPO-Math-17k only (the low-diversity ablation arm) → rl/math_only.parquet
-	$(AGENTRL) data rl --dapo BytedTsinghua-SIA/DAPO-Math-17k --eval $(DATA_DIR)/eval/*.parquet \
-	  --out $(DATA_DIR)/rl/math_only.parquet $(ARGS)
-data-sft: install  ## released SFT-3K → verl multi-turn SFT parquet → $(DATA_DIR)/sft/train.parquet [TOKENIZER=check]
-	$(AGENTRL) data sft convert Gen-Verse/Open-AgentRL-SFT-3K --out $(DATA_DIR)/sft/train.parquet \
+data-sft-released: install  ## released SFT-3K → verl multi-turn SFT parquet → $(DATA_DIR)/sft/train.parquet [TOKENIZER=check]
+	$(AGENTRL) data sft-released Gen-Verse/Open-AgentRL-SFT-3K --out $(DATA_DIR)/sft/train.parquet \
 	  $(if $(TOKENIZER),--tokenizer $(TOKENIZER)) $(ARGS)
-data-sft-synthetic: install  ## stitched baseline: ReTool-SFT → $(DATA_DIR)/sft/retool_synthetic.parquet
-	$(AGENTRL) data sft synthesize JoeYing/ReTool-SFT --out $(DATA_DIR)/sft/retool_synthetic.parquet $(ARGS)
+data-sft-stitched: install  ## stitched synthetic baseline: ReTool-SFT → $(DATA_DIR)/sft/retool_synthetic.parquet
+	$(AGENTRL) data sft-stitched JoeYing/ReTool-SFT --out $(DATA_DIR)/sft/retool_synthetic.parquet $(ARGS)
 data-sft-generate: install  ## teacher MODEL (vLLM at BASE_URL) solves PROBLEMS with our tool → sft/generated.parquet
 	@if [ -z "$(MODEL)" ]; then echo "usage: make data-sft-generate MODEL=<hf id> [BASE_URL=http://node:8000/v1] [PROBLEMS=...]"; exit 2; fi
-	$(AGENTRL) data sft generate $(PROBLEMS) --model $(MODEL) $(if $(BASE_URL),--backend openai --base-url $(BASE_URL)) \
+	$(AGENTRL) data sft-generate $(PROBLEMS) --model $(MODEL) $(if $(BASE_URL),--backend openai --base-url $(BASE_URL)) \
 	  --out $(DATA_DIR)/sft/generated.parquet $(ARGS)
 data-model-aware: install  ## policy MODEL × 8 rollouts → pass rates → difficulty-matched set [TARGET=… | TARGET_PASS_RATES=…]
 	@if [ -z "$(MODEL)" ]; then echo "usage: make data-model-aware MODEL=<sft ckpt> [BASE_URL=…] (TARGET=easy=.3,medium=.4,hard=.3 | TARGET_PASS_RATES=<file>)"; exit 2; fi
 	$(AGENTRL) data model-aware $(PROBLEMS) --model $(MODEL) $(if $(BASE_URL),--backend openai --base-url $(BASE_URL)) \
 	  $(if $(TARGET),--target $(TARGET)) $(if $(TARGET_PASS_RATES),--target-pass-rates $(TARGET_PASS_RATES)) \
 	  --out $(DATA_DIR)/rl/model_aware.parquet $(ARGS)
-data-fixtures: install  ## eval, RL mix, SFT convert + synthesize on the tests/data fixtures (CPU) → runs/data_fixtures
-	$(AGENTRL) data eval --aime24 $(TESTDATA)/aime_2024.jsonl --aime25 $(TESTDATA)/aime_2025.jsonl \
+data-fixtures: install  ## eval-sets, rl-mix, rl-released, sft-released, sft-stitched on tests/data fixtures (CPU)
+	$(AGENTRL) data eval-sets --aime24 $(TESTDATA)/aime_2024.jsonl --aime25 $(TESTDATA)/aime_2025.jsonl \
 	  --gpqa $(TESTDATA)/gpqa_diamond.jsonl --lcb $(TESTDATA)/lcb_code_generation_lite_v6.jsonl --out-dir runs/data_fixtures/eval
-	$(AGENTRL) data rl --dapo $(TESTDATA)/dapo_math_17k.jsonl --skywork-math $(TESTDATA)/skywork_or1_math.jsonl \
+	$(AGENTRL) data rl-mix --dapo $(TESTDATA)/dapo_math_17k.jsonl --skywork-math $(TESTDATA)/skywork_or1_math.jsonl \
 	  --skywork-code $(TESTDATA)/skywork_or1_code.jsonl --megascience $(TESTDATA)/megascience.jsonl \
 	  --eval runs/data_fixtures/eval/*.parquet --out runs/data_fixtures/rl/train.parquet
-	$(AGENTRL) data rl --released $(TESTDATA)/open_agentrl_30k.jsonl --out runs/data_fixtures/rl/open_agentrl_30k.parquet
-	$(AGENTRL) data sft convert $(TESTDATA)/open_agentrl_sft_3k.jsonl --out runs/data_fixtures/sft/train.parquet
-	$(AGENTRL) data sft synthesize $(TESTDATA)/retool_sft.jsonl --out runs/data_fixtures/sft/retool_synthetic.parquet
+	$(AGENTRL) data rl-released $(TESTDATA)/open_agentrl_30k.jsonl --out runs/data_fixtures/rl/open_agentrl_30k.parquet
+	$(AGENTRL) data sft-released $(TESTDATA)/open_agentrl_sft_3k.jsonl --out runs/data_fixtures/sft/train.parquet
+	$(AGENTRL) data sft-stitched $(TESTDATA)/retool_sft.jsonl --out runs/data_fixtures/sft/retool_synthetic.parquet
 
 # --- training (agentrl_recipe/cli/launch.py): verl's SFT trainer under torchrun, verl's main_ppo for RL, with a shipped
 # config (`make configs` lists them) or a YAML path. Every launch first runs `agentrl-recipe configs check` on the exact

@@ -1,6 +1,7 @@
-"""Data preparation for the DemyAgent recipe: RL mix, eval sets, SFT trajectories, model-aware RL set.
+"""Data preparation for the DemyAgent recipe: one module per job (SFT sets, RL sets, eval sets, model-aware RL set).
 
-Every command is exposed as ``agentrl-recipe data <cmd>`` (see :mod:`agentrl_recipe.cli.data`) and ``make data-<cmd>``.
+Every job module has ``add_arguments(parser)`` and ``main(args) -> int`` and runs as ``python -m data_prep.<job>``,
+``agentrl-recipe data <job>`` (see :mod:`agentrl_recipe.cli.data`) and, in the paper's version, ``make data-<job>``.
 Outputs are verl parquet files written atomically; rows that fail validation go to a ``*.rejects.jsonl`` file next
 to the output, with the file, row and field named.
 """
@@ -12,7 +13,7 @@ import sys
 
 
 def standalone(module_name: str) -> int:
-    """``python -m data_prep.<module> …``: the same arguments as ``agentrl-recipe data <cmd> …``."""
+    """``python -m data_prep.<job> …``: the same arguments as ``agentrl-recipe data <job> …``."""
     module = sys.modules[module_name]
     parser = argparse.ArgumentParser(
         prog=f"python -m {module.__spec__.name}", description=module.__doc__.splitlines()[0]

@@ -1,5 +1,5 @@
 """LiveCodeBench v6 rows → eval RL rows: the upstream benchmark (public + private tests, the private ones
-base64/zlib/pickled in the lite release) or Open-AgentRL-Eval's file, with map_lcb's prompt (``data eval --lcb``).
+base64/zlib/pickled in the lite release) or Open-AgentRL-Eval's file, with map_lcb's prompt (``data eval-sets --lcb``).
 """
 
 from __future__ import annotations

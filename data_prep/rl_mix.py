@@ -23,9 +23,8 @@ from tqdm import tqdm
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_jsonl, atomic_write_parquet
 from agentrl_recipe.problems import read_local_file
-from data_prep import rl_released as released
-from data_prep.code_test_forms import prelude_shadow_report
 from data_prep import standalone
+from data_prep.code_test_forms import prelude_shadow_report
 from data_prep.files import earlier_report, fingerprint, mark_done, source_files, source_fingerprint
 from data_prep.rl_sources import CONVERTER_VERSION, SOURCES, convert_source
 from data_prep.schema import validate_rl_row
@@ -36,7 +35,7 @@ from data_prep.text import Decontaminator, dedup
 
 # ----------------------------------------------------------------------------------------------- mixing
 def eval_texts(paths: list[str]) -> list[tuple[str, str]]:
-    """(eval id, problem text) from eval parquet files written by ``data eval`` (or any verl RL parquet)."""
+    """(eval id, problem text) from eval parquet files written by ``data eval-sets`` (or any verl RL parquet)."""
     out = []
     for path in [f for spec in paths for f in source_files(spec) if f.suffix == ".parquet"]:
         for i, row in enumerate(read_local_file(path)):
@@ -88,7 +87,9 @@ def build_rl_mix(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     given = {name: getattr(args, spec.option) for name, spec in SOURCES.items() if getattr(args, spec.option)}
     if not given:
-        raise SystemExit("give a source (--dapo, --skywork-math, --skywork-code, --megascience) or --released")
+        raise SystemExit(
+            "give a source: --dapo, --skywork-math, --skywork-code, --megascience (released set: `data rl-released`)"
+        )
     counts_wanted = parse_source_numbers(args.count, "count", int)
     weights = parse_source_numbers(args.weight, "weight", float)
     for name in set(counts_wanted) & set(weights):
@@ -121,8 +122,8 @@ def build_rl_mix(args: argparse.Namespace) -> dict[str, Any]:
 
     lengths, unit = prompt_lengths(final, args.tokenizer)
     report["total_written"] = len(final)
-    report["prompt_length"] = {"unit": unit, **{k: summarize(v) for k, v in lengths.items()}}
     report["code_fn_name_shadows_prelude"] = prelude_shadow_report(final)  # issue 34: code_test_forms.py
+    report["prompt_length"] = {"unit": unit, **{k: summarize(v) for k, v in lengths.items()}}
     report["rejects_file"] = str(rejects_path(out))
     report["removed_file"] = str(out.with_suffix(".removed.jsonl"))
     atomic_write_jsonl(rejects_path(out), all_rejects)
@@ -238,7 +239,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="SOURCE",
             help=f"local parquet/jsonl file or folder, or hub id[:split] (paper: {spec.hub_id})",
         )
-    released.add_arguments(parser)  # --released / --templating: the published set instead of the mix
     parser.add_argument("--out", required=True, help="output parquet (stats, plots, rejects are written next to it)")
     parser.add_argument("--count", action="append", metavar="SOURCE=N", help="rows to take from a source")
     parser.add_argument("--weight", action="append", metavar="SOURCE=W", help="fraction (>1 upsamples) of a source")
@@ -246,7 +246,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--eval",
         nargs="*",
         metavar="PARQUET",
-        help="eval parquet files/folders (from `data eval`) to decontaminate against",
+        help="eval parquet files/folders (from `data eval-sets`) to decontaminate against",
     )
     parser.add_argument("--ngram", type=int, default=13, help="word n-gram size for decontamination (default 13)")
     parser.add_argument(
@@ -265,11 +265,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.released:
-        mixed = [spec.option for spec in SOURCES.values() if getattr(args, spec.option)]
-        if mixed:
-            raise SystemExit(f"--released loads the published set as it is; drop --{mixed[0].replace('_', '-')}")
-        return released.main(args)
     report = build_rl_mix(args)
     for name, entry in report["sources"].items():
         print(f"{name:14s} " + " ".join(f"{k}={v}" for k, v in entry.items() if isinstance(v, int | bool)))

@@ -1,6 +1,6 @@
 """The released RL set as published (``Gen-Verse/Open-AgentRL-30K``) → our verl RL parquet, templated as the original.
 
-``agentrl-recipe data rl --released <parquet | folder | hub id> --out rl/open_agentrl_30k.parquet``
+``agentrl-recipe data rl-released <parquet | folder | hub id> --out rl/open_agentrl_30k.parquet``
 
 The released parquet stores the sources' own prompts; Open-AgentRL's ``CustomRLHFDataset``
 (``recipe/demystify/reward.py``) adds its prompt templates at load time, with ONE map function for the whole file,
@@ -53,7 +53,7 @@ EVAL_LABELS = ("AIME2024", "AIME2025", "gpqa_diamond", "LiveCodeBench_v6")  # it
 def map_fn_name(label: str) -> str:
     """The map function CustomRLHFDataset picks for a file whose first row has this data_source."""
     if label in EVAL_LABELS:
-        raise ConvertError("data_source", f"{label!r} selects the original's eval templates; use `data eval`")
+        raise ConvertError("data_source", f"{label!r} selects the original's eval templates; use `data eval-sets`")
     return "map_fn2" if label in MAP_FN2_LABELS else "map_fn_skywork"
 
 
@@ -126,7 +126,7 @@ def convert_released(row: dict, *, templating: str, file_map_fn: str, counts: Co
 def build_released(args: argparse.Namespace) -> dict[str, Any]:
     """Load, template, validate and write; returns the stats report (also written next to the output)."""
     out = Path(args.out)
-    key = fingerprint([LOADER_VERSION, source_fingerprint(args.released), args.templating])
+    key = fingerprint([LOADER_VERSION, source_fingerprint(args.source), args.templating])
     stats_path = out.with_suffix(".stats.json")
     if (
         earlier := earlier_report(
@@ -138,9 +138,9 @@ def build_released(args: argparse.Namespace) -> dict[str, Any]:
         )
     ) is not None:
         return earlier
-    rows = load_source(args.released, default_split="train")
+    rows = load_source(args.source, default_split="train")
     if not rows:
-        raise SystemExit(f"{args.released}: no rows")
+        raise SystemExit(f"{args.source}: no rows")
     first_file, _, first = rows[0]
     try:
         file_map_fn = map_fn_name(str(first.get("data_source")))
@@ -152,13 +152,13 @@ def build_released(args: argparse.Namespace) -> dict[str, Any]:
     def convert(src: dict) -> dict:
         return convert_released(src, templating=args.templating, file_map_fn=file_map_fn, counts=counts)
 
-    counts.update(convert_rows(rows, convert, sink, desc=f"load {Path(args.released).name}"))
+    counts.update(convert_rows(rows, convert, sink, desc=f"load {Path(args.source).name}"))
     final = [{**row, "extra_info": {**row["extra_info"], "index": i}} for i, row in enumerate(sink.rows)]
     if not final:
         raise SystemExit(f"no valid rows; see {sink.write_rejects()}")
     report = {
         "output": str(out),
-        "source": args.released,
+        "source": args.source,
         "templating": args.templating,
         "first_row_data_source": first.get("data_source"),
         "file_map_fn": file_map_fn,
@@ -176,19 +176,16 @@ def build_released(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--released`` / ``--templating`` (added to ``data rl``)."""
-    parser.add_argument(
-        "--released",
-        metavar="SOURCE",
-        help=f"the released RL set as published: local parquet/jsonl or hub id (paper: {HUB_ID}); skips the mix",
-    )
+    parser.add_argument("source", help=f"local parquet/jsonl file or folder, or hub id (paper: {HUB_ID})")
+    parser.add_argument("--out", required=True, help="output parquet (stats and rejects are written next to it)")
     parser.add_argument(
         "--templating",
         choices=TEMPLATINGS,
         default="first_row",
-        help="with --released: first_row = the original's one map function per file, from its first row (default, "
-        "what trained the checkpoint); per_row = each row its own (the fix)",
+        help="first_row = the original's one map function per file, from its first row (default, what trained the "
+        "checkpoint); per_row = each row its own (the fix)",
     )
+    parser.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -199,3 +196,7 @@ def main(args: argparse.Namespace) -> int:
         f"{report.get('rejected', 0)} rejected → {report['rejects_file']}"
     )
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(standalone(__name__))

@@ -36,7 +36,9 @@ def load_problems(paths: Sequence[str], limit: int = 0) -> list[tuple[str, dict]
 
 
 def add_rollout_arguments(parser: argparse.ArgumentParser, *, default_n: int) -> None:
-    parser.add_argument("problems", nargs="+", help="verl RL parquet file(s) (from `data rl` / `data eval`)")
+    parser.add_argument(
+        "problems", nargs="+", help="verl RL parquet file(s) (from `data rl-mix`, `data rl-released`, `data eval-sets`)"
+    )
     parser.add_argument("--model", required=True, help="HF model path/id (also the tokenizer of the agent loop)")
     parser.add_argument(
         "--backend",

@@ -1,4 +1,4 @@
-"""``data sft generate``: real end-to-end tool-use trajectories from a teacher model — the SFT generator the original
+"""``data sft-generate``: real end-to-end tool-use trajectories from a teacher model — the SFT generator the original
 never released (Open-AgentRL #2, #9).
 
 The teacher (paper: Qwen3-Coder-30B-A3B-Instruct; here any model behind a vLLM OpenAI-compatible server, or the
@@ -20,12 +20,13 @@ import numpy as np
 
 from agentrl_recipe import names
 from agentrl_recipe.agent_loop.loop import Termination
+from data_prep import standalone
 from data_prep.files import earlier_report, fingerprint, mark_done
 from data_prep.rollouts import add_rollout_arguments, compose, load_problems, progress_log, run_problems
 from data_prep.rows import ConvertError
 from data_prep.schema import validate_sft_row
 from data_prep.sft_format import load_tool_schemas, normalize_messages, sft_row
-from data_prep.sft_output import finish_sft
+from data_prep.sft_output import finish_sft, print_written
 from data_prep.sink import RowSink
 from data_prep.stats import write_report
 from data_prep.text import normalize_text
@@ -116,7 +117,7 @@ def tool_metrics(records: list[dict]) -> dict[str, float]:
     return out
 
 
-def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, Any]:
+def build_sft_generated(args: argparse.Namespace, *, client: Any = None) -> dict[str, Any]:
     out = Path(args.out)
     problems = load_problems(args.problems, args.limit)
     settings = {
@@ -157,7 +158,7 @@ def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, A
         for j, row in enumerate(rec["kept"]):
             sink.add(row, file=str(log.path), row_no=j, source={"problem_key": rec["key"]})
     report = {
-        "command": "generate",
+        "command": "sft-generate",
         "teacher": args.model,
         "problems": len(records),
         "problems_solved": sum(r["correct"] > 0 for r in records),
@@ -177,7 +178,7 @@ def cmd_generate(args: argparse.Namespace, *, client: Any = None) -> dict[str, A
     return report
 
 
-def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rollout_arguments(parser, default_n=4)
     parser.add_argument("--keep-per-problem", type=int, default=1, help="verified trajectories kept per problem")
     parser.add_argument("--min-tool-calls", type=int, default=1, help="drop trajectories with fewer tool calls")
@@ -192,3 +193,11 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=32768, help="drop longer trajectories (SFT max_length)")
     parser.add_argument("--tokenizer", help="check the output with verl's MultiTurnSFTDataset and this tokenizer")
     parser.add_argument("--force", action="store_true", help="rebuild the parquet (the progress log is reused)")
+
+
+def main(args: argparse.Namespace) -> int:
+    return print_written(build_sft_generated(args), args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(standalone(__name__))

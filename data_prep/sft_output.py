@@ -1,11 +1,12 @@
-"""The end every SFT command shares: dedup, the check with verl's dataset, and the parquet + rejects + stats + plot.
+"""The end every SFT job shares: dedup, the check with verl's dataset, and the parquet + rejects + stats + plot.
 
-Used by ``data sft convert`` / ``synthesize`` (:mod:`data_prep.sft_released`) and ``data sft generate``
-(:mod:`data_prep.sft_generate`).
+Used by ``data sft-released`` (:mod:`data_prep.sft_released`), ``data sft-stitched`` (:mod:`data_prep.sft_stitched`)
+and ``data sft-generate`` (:mod:`data_prep.sft_generate`).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from pathlib import Path
@@ -20,6 +21,19 @@ from data_prep.text import exact_key
 
 def trajectory_key(row: dict) -> str:
     return exact_key(json.dumps(row["messages"], sort_keys=True, ensure_ascii=False))
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out``, ``--tokenizer``, ``--force``: the output options of the file-to-SFT jobs."""
+    parser.add_argument("--out", required=True, help="output parquet (stats, plots, rejects next to it)")
+    parser.add_argument("--tokenizer", help="check every row with verl's MultiTurnSFTDataset and this tokenizer")
+    parser.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
+
+
+def print_written(report: dict[str, Any], out: str) -> int:
+    """The job's last line; returns the exit status."""
+    print(f"wrote {report['rows_written']} SFT rows → {out} (rejected {report['rejected']})")
+    return 0
 
 
 def finish_sft(sink: RowSink, *, tokenizer: str | None, report: dict[str, Any], dedup: bool = True) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
 from agentrl_recipe.rewards.code.assert_tests import AssertTests, parse_code_tests
 from data_prep import prompts
-from data_prep import rl_mix as prep_rl
 from data_prep import rl_released as released
 from data_prep.schema import validate_file
 
@@ -37,8 +36,8 @@ def as_parquet(rows: list[dict], path: Path) -> Path:
 
 
 def load(parse_args, source: Path, out: Path, *extra: str) -> tuple[dict, list[dict]]:
-    args = parse_args(prep_rl, ["--released", str(source), "--out", str(out), *extra])
-    assert prep_rl.main(args) == 0
+    args = parse_args(released, [str(source), "--out", str(out), *extra])
+    assert released.main(args) == 0
     return json.loads(out.with_suffix(".stats.json").read_text()), pq.read_table(out).to_pylist()
 
 
@@ -127,13 +126,10 @@ def test_rerun_is_skipped_and_a_changed_flag_rebuilds(source: Path, tmp_path: Pa
     assert stats["templating"] == "per_row"
 
 
-def test_an_eval_file_or_a_mix_source_is_refused(data_dir: Path, tmp_path: Path, parse_args) -> None:
+def test_an_eval_file_is_refused(tmp_path: Path, parse_args) -> None:
     aime = as_parquet([{"data_source": "AIME2024", "Problem": "x", "Answer": 1}], tmp_path / "aime.parquet")
-    with pytest.raises(SystemExit, match=r"row 0: .*eval templates"):
+    with pytest.raises(SystemExit, match=r"row 0: .*eval templates; use `data eval-sets`"):
         load(parse_args, aime, tmp_path / "out.parquet")
-    argv = ["--released", str(aime), "--dapo", str(data_dir / "dapo_math_17k.jsonl"), "--out", str(tmp_path / "o")]
-    with pytest.raises(SystemExit, match="drop --dapo"):
-        prep_rl.main(parse_args(prep_rl, argv))
     assert released.map_fn_name("train-code-leetcode-Easy") == "map_fn_skywork"
 
 
@@ -143,13 +139,13 @@ def test_the_output_loads_in_verl_rlhf_dataset(source: Path, tmp_path: Path, par
 
     out = tmp_path / "out.parquet"
     load(parse_args, source, out)
+    cfg = OmegaConf.create({"max_prompt_length": 4096, "filter_overlong_prompts": False, "return_raw_chat": True})
+    ds = RLHFDataset([str(out)], tiny_tokenizer, cfg)
+    assert len(ds) == 9 and ds[7]["agent_name"] == names.AGENT_LOOP
+    assert "is_same_list" in ds[7]["reward_model"]["ground_truth"]
 
 
 def test_the_report_counts_fn_names_a_prelude_name_shadows(source: Path, tmp_path: Path, parse_args) -> None:
     """Issue 34 item 9: the released set's `add` row is one the released grader scores 1.0 for any `def add`."""
     stats, _ = load(parse_args, source, tmp_path / "out.parquet")
     assert stats["code_fn_name_shadows_prelude"] == {"rows": 1, "fn_names": {"add": 1}}
-    cfg = OmegaConf.create({"max_prompt_length": 4096, "filter_overlong_prompts": False, "return_raw_chat": True})
-    ds = RLHFDataset([str(out)], tiny_tokenizer, cfg)
-    assert len(ds) == 9 and ds[7]["agent_name"] == names.AGENT_LOOP
-    assert "is_same_list" in ds[7]["reward_model"]["ground_truth"]

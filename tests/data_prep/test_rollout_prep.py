@@ -15,9 +15,8 @@ import pytest
 
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_parquet
-from data_prep import model_aware
+from data_prep import model_aware, sft_generate
 from data_prep.rows import rl_row
-from data_prep.sft_generate import add_generate_arguments, cmd_generate
 
 # question -> (answer, how many of the 4 samples answer correctly)
 PROBLEMS = {
@@ -94,13 +93,10 @@ class NoCalls:
 
 
 def test_generate_end_to_end_and_resume(problems_file: Path, tiny_model_dir: Path, tmp_path: Path, parse_args) -> None:
-    import argparse
-
     out = tmp_path / "sft" / "generated.parquet"
-    parser = argparse.ArgumentParser()
-    add_generate_arguments(parser)
-    args = parser.parse_args([*rollout_argv(problems_file, tiny_model_dir, out), "--tokenizer", str(tiny_model_dir)])
-    report = cmd_generate(args, client=tiny_client(args))
+    argv = [*rollout_argv(problems_file, tiny_model_dir, out), "--tokenizer", str(tiny_model_dir)]
+    args = parse_args(sft_generate, argv)
+    report = sft_generate.build_sft_generated(args, client=tiny_client(args))
 
     assert report["problems"] == 5 and report["trajectories"] == 20
     assert report["problems_solved"] == 4  # the scripted problems; the tiny model alone solves nothing
@@ -122,10 +118,10 @@ def test_generate_end_to_end_and_resume(problems_file: Path, tiny_model_dir: Pat
     assert len(progress) == 5
 
     mtime = out.stat().st_mtime_ns
-    again = cmd_generate(args, client=NoCalls())  # finished: nothing rolled out, nothing rewritten
+    again = sft_generate.build_sft_generated(args, client=NoCalls())  # finished: nothing rolled out, nothing rewritten
     assert again["rows_written"] == 4 and out.stat().st_mtime_ns == mtime
     args.force, args.keep_per_problem = True, 2
-    rebuilt = cmd_generate(args, client=NoCalls())  # new filter settings reuse the logged trajectories
+    rebuilt = sft_generate.build_sft_generated(args, client=NoCalls())  # new filters reuse the logged trajectories
     assert rebuilt["rows_written"] == 4
 
 

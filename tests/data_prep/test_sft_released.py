@@ -1,4 +1,4 @@
-"""SFT convert (normalising tool-call shapes, checked with verl's MultiTurnSFTDataset) and the stitched baseline."""
+"""`data sft-released`: normalising tool-call shapes, checked with verl's MultiTurnSFTDataset."""
 
 from __future__ import annotations
 
@@ -10,15 +10,9 @@ import pytest
 
 from agentrl_recipe import cli, names
 from agentrl_recipe.problems import read_local_file
-from data_prep import sft_released as prep_sft
+from data_prep import sft_released
 from data_prep.rows import ConvertError
-from data_prep.sft_format import (
-    DEFAULT_TOOL_CONFIG,
-    check_with_verl_dataset,
-    load_tool_schemas,
-    normalize_messages,
-    split_inline_tool_calls,
-)
+from data_prep.sft_format import check_with_verl_dataset, normalize_messages, split_inline_tool_calls
 
 
 def calls(messages: list[dict]) -> list[dict]:
@@ -53,8 +47,7 @@ def test_convert_checks_with_verl_dataset(data_dir: Path, tmp_path: Path, tiny_m
     code = cli.main(
         [
             "data",
-            "sft",
-            "convert",
+            "sft-released",
             str(data_dir / "open_agentrl_sft_3k.jsonl"),
             "--out",
             str(out),
@@ -101,7 +94,7 @@ def test_verl_check_rejects_rows_verl_cannot_train(tmp_path: Path, tiny_model_di
     src = tmp_path / "src.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.parquet"
-    report = prep_sft.cmd_convert(
+    report = sft_released.build_sft_released(
         argparse_ns(source=str(src), out=str(out), tokenizer=str(tiny_model_dir), tool_config=None, force=False)
     )
     assert report["verl_check"]["failed"] == 1 and report["rows_written"] == 1
@@ -114,36 +107,3 @@ def argparse_ns(**kw):
     import argparse
 
     return argparse.Namespace(**kw)
-
-
-def test_synthesize_stitched_baseline(data_dir: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
-    out = tmp_path / "synthetic.parquet"
-    code = cli.main(
-        [
-            "data",
-            "sft",
-            "synthesize",
-            str(data_dir / "retool_sft.jsonl"),
-            "--out",
-            str(out),
-            "--tokenizer",
-            str(tiny_model_dir),
-        ]
-    )
-    assert code == 0
-    rows = pq.read_table(out).to_pylist()
-    assert len(rows) == 3
-    first = [{k: v for k, v in m.items() if v is not None} for m in rows[0]["messages"]]
-    assert first[0] == {"role": "user", "content": first[0]["content"]}
-    assert (
-        first[0]["content"].startswith("What is the smallest positive integer")
-        and "*user question:*" not in first[0]["content"]
-    )
-    assert calls(first)[0]["function"]["arguments"]["code"].startswith("print(next(n for n")  # fence stripped
-    assert first[2] == {"role": "tool", "content": "12"} and first[3]["content"].endswith("\\boxed{12}")
-    assert sum(len(m["tool_calls"] or []) for m in rows[1]["messages"]) == 2
-    md = [{k: v for k, v in m.items() if v is not None} for m in rows[2]["messages"]]
-    assert md[2] == {"role": "tool", "content": "391"}  # no output in the source: run in our sandbox
-    stats = json.loads(out.with_suffix(".stats.json").read_text())
-    assert stats["sandbox_runs"] == {"ok": 1} and stats["rejected"] == 1
-    assert rows[0]["tools"] == load_tool_schemas(DEFAULT_TOOL_CONFIG)

@@ -1,7 +1,7 @@
 """`make sft CONFIG=agentrl_sft_cpu`: verl's own SFT trainer under torchrun (FSDP2 on gloo) with the plugin's platform.
 
 The session's SFT model (``cpu_sft_model``, tests/integration/conftest.py) is this run; here its outputs are checked,
-plus a two-rank run on what `agentrl-recipe data sft convert` writes from the released SFT-3K's schema.
+plus a two-rank run on what `agentrl-recipe data sft-released` writes from the released SFT-3K's schema.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_the_export_loads_in_the_eval_harness(cpu_sft_model: Path, cpu_inputs_di
 
 def test_two_ranks_on_converted_released_trajectories(cpu_inputs_dir, tmp_path: Path) -> None:
     parquet = tmp_path / "sft3k.parquet"
-    convert = [sys.executable, "-m", "agentrl_recipe.cli", "data", "sft", "convert"]
+    convert = [sys.executable, "-m", "agentrl_recipe.cli", "data", "sft-released"]
     proc = subprocess.run(
         [*convert, str(REPO / "tests/data/open_agentrl_sft_3k.jsonl"), "--out", str(parquet)],
         cwd=REPO, capture_output=True, text=True, timeout=120,

@@ -1,0 +1,46 @@
+"""Every data-prep job is a module that runs on its own (``python -m data_prep.<job>``) and is one
+``agentrl-recipe data <job>`` subcommand; the CLI lists exactly these jobs."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrl_recipe.cli import data as data_cli
+
+JOB_MODULES = [module for module, _ in data_cli.JOBS.values()]
+
+
+@pytest.mark.parametrize("module", JOB_MODULES)
+def test_each_job_module_runs_standalone(module: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: python -m {module} ")
+
+
+def test_each_job_is_its_own_module_named_like_its_subcommand() -> None:
+    assert [name.replace("-", "_") for name in data_cli.JOBS] == [m.removeprefix("data_prep.") for m in JOB_MODULES]
+
+
+def test_data_help_lists_exactly_the_jobs(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    data_cli.add_arguments(parser)
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(sub.choices) == list(data_cli.JOBS)
+    assert set(data_cli.JOBS) == {
+        "sft-released", "sft-generate", "sft-stitched", "rl-mix", "rl-released", "eval-sets", "model-aware", "validate",
+    }  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentrl_recipe.cli", "data", "--help"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    jobs_section = proc.stdout.split("positional arguments:")[1].split("options:")[0]
+    assert re.findall(r"^ {4}(\S+)", jobs_section, re.M) == list(data_cli.JOBS)  # job lines; their help wraps deeper
