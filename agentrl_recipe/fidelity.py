@@ -29,7 +29,7 @@ class Row(NamedTuple):
     why: str  # "" = no deviation
 
 
-ROWS = (
+ROWS: tuple[Row, ...] = (
     Row("algorithm.adv_estimator", "GRPO", "grpo", SCRIPT, "agentrl_grpo", "verl's grpo + masks (all off: equal)"),
     Row("algorithm.norm_adv_by_std_in_grpo", "yes", "True (default)", SCRIPT, True, ""),
     Row(

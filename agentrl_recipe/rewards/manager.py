@@ -246,7 +246,8 @@ class AgentRLRewardManager(RewardManagerBase):
     def _hack_patterns(self, task_kind: Any, solution_str: str) -> str:
         if task_kind != "code":
             return ""
-        return hack_patterns.in_response(solution_str, self.settings.code_rules)
+        rules = "open_agentrl" if self.settings.code_rules == "open_agentrl" else "lcb"
+        return hack_patterns.in_response(solution_str, rules)
 
     def _lcb_memory_mb(self) -> int:
         s = self.settings

@@ -43,6 +43,15 @@ def _returns_true(fn: ast.AST) -> bool:
     return bool(returns) and all(isinstance(r.value, ast.Constant) and r.value.value is True for r in returns)
 
 
+def _always_equal(item: ast.stmt) -> bool:
+    """``def __eq__`` or ``__eq__ = lambda ...`` in a class body that only ever returns True."""
+    if isinstance(item, ast.FunctionDef):
+        return item.name == "__eq__" and _returns_true(item)
+    if isinstance(item, ast.Assign):
+        return any(_dotted(t) == "__eq__" for t in item.targets) and _returns_true(item.value)
+    return False
+
+
 class _Finder(ast.NodeVisitor):
     def __init__(self) -> None:
         self.found: set[str] = set()
@@ -70,12 +79,8 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for item in node.body:
-            if isinstance(item, ast.FunctionDef) and item.name == "__eq__" and _returns_true(item):
-                self.found.add("always_equal")
-            targets = item.targets if isinstance(item, ast.Assign) else []
-            if any(_dotted(t) == "__eq__" for t in targets) and _returns_true(item.value):
-                self.found.add("always_equal")
+        if any(_always_equal(item) for item in node.body):
+            self.found.add("always_equal")
         self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
