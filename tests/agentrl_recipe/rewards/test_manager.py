@@ -376,8 +376,12 @@ SNAN = ("```python\nprint('sNaN')\n```", names.DS_LCB_V6, DOUBLE_GT)
 GOOD_ROW = (GOOD_CODE, names.DS_LCB_V6, DOUBLE_GT)
 
 
-def test_a_program_printing_snan_scores_zero_and_the_step_goes_on(base_config, tiny_tokenizer, use_test_sandbox):
-    out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *SNAN))
+@pytest.mark.parametrize("program", ["print('sNaN')", "print('[' * 5000 + ']' * 5000)"], ids=["snan", "deep_json"])
+def test_a_program_printing_snan_scores_zero_and_the_step_goes_on(
+    program, base_config, tiny_tokenizer, use_test_sandbox
+):
+    row = (f"```python\n{program}\n```", names.DS_LCB_V6, DOUBLE_GT)
+    out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *row))
     info = out["reward_extra_info"]
     assert (out["reward_score"], info["acc"], info["tests_passed"]) == (0.0, False, 0)
     assert info[names.FIELD_GRADER_ERROR] is False  # contained by the grader: a plain wrong answer

@@ -20,11 +20,13 @@ from agentrl_recipe.rewards.code.assert_tests import agrade_asserts
 from agentrl_recipe.rewards.code.driver_runs import parse_frames
 from agentrl_recipe.rewards.code.grade import TEST_STATUSES, CodeTests
 from agentrl_recipe.rewards.code.io_tests import agrade_program
+from agentrl_recipe.rewards.code.released import ascore_code_released
 from agentrl_sandbox import ExecResult
 
 DEEP = "[" * 5000 + "]" * 5000
 STDIN_TESTS = CodeTests(("1\n", "2\n"), ("2\n", "4\n"))
 CALL_TESTS = CodeTests(("[1, 2]", "[3]"), ("3", "3"), "f")
+CALL_GT = json.dumps({"inputs": list(CALL_TESTS.inputs), "outputs": list(CALL_TESTS.outputs), "fn_name": "f"})
 HOSTILE_OUTS = (
     "sNaN",
     "-sNaN",
@@ -213,3 +215,22 @@ async def test_invalid_utf8_output_and_frames_are_wrong_answers(sandbox) -> None
     )
     grade = await agrade_program(forged + "print(2)", STDIN_TESTS, sandbox=sandbox, timeout_s_per_test=2.0)
     assert grade.statuses == ["wrong_answer", "wrong_answer"]  # the forged "\ufffd2" answers test 0; `2` is not 4
+
+
+class HostileStdoutSandbox:
+    """Any stdout and exit code, for the released grader (which compares printed text)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    async def arun(self, code, *, stdin=None, timeout_s=None, memory_mb=None, files=None) -> ExecResult:
+        rng = self.rng
+        return ExecResult(status="ok", stdout=rng.choice(HOSTILE_OUTS), exit_code=rng.choice((0, 0, 1, None)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_the_released_grader_takes_any_output(seed: int) -> None:
+    gt = (TWO_SUM_GT, json.dumps({"inputs": ["1", "2"], "outputs": ["2", "4"]}), CALL_GT)[seed % 3]
+    program = "class Solution:\n    def twoSum(self, nums, target):\n        return 0\ndef f(x):\n    return x"
+    result = await ascore_code_released(f"```python\n{program}\n```", gt, sandbox=HostileStdoutSandbox(seed))
+    assert 0.0 <= result["score"] <= 1.0
