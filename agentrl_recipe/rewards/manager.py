@@ -125,7 +125,7 @@ class AgentRLRewardManager(RewardManagerBase):
 
         loop = asyncio.get_running_loop()
         solution_str = await loop.run_in_executor(
-            None, functools.partial(self.tokenizer.decode, response_ids[:valid_len], skip_special_tokens=True)
+            None, functools.partial(self._decode, response_ids[:valid_len], skip_special_tokens=True)
         )
         result, timed_out, grade_s = await self._grade(row.data_source, solution_str, row.ground_truth, row.extra_info)
 
@@ -158,8 +158,14 @@ class AgentRLRewardManager(RewardManagerBase):
         return {"reward_score": shaped + penalty, "reward_extra_info": info}
 
     # --- internals ---
+    @property
+    def _decode(self) -> Any:
+        """verl's tokenizer's decode (a PreTrainedTokenizer; verl annotates it as AutoTokenizer, the factory)."""
+        return self.tokenizer.decode  # type: ignore[attr-defined]
+
     def _tool_bonus(self, score: float, row: _RowFields) -> tuple[float, float]:
         s = self.settings
+        assert s.tool_bonus is not None and s.tool_bonus_count is not None  # resolved from agentrl.compat
         return apply_tool_bonus(
             score,
             row.num_turns,
@@ -174,7 +180,10 @@ class AgentRLRewardManager(RewardManagerBase):
         buf = self.settings.overlong_buffer_cfg
         if not buf.enable:
             return 0.0
-        return overlong_penalty(length, int(self.settings.max_resp_len), int(buf.len), float(buf.penalty_factor))
+        max_len = self.settings.max_resp_len
+        if max_len is None:  # RewardKwargs refuses an enabled overlong buffer without it; kept for the type
+            raise ValueError("reward.reward_kwargs.max_resp_len is needed by overlong_buffer_cfg.enable")
+        return overlong_penalty(length, int(max_len), int(buf.len), float(buf.penalty_factor))
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

@@ -106,7 +106,8 @@ def canonical(value):
 
 
 def _list_values(node):
-    values, seen = [], set()
+    values: list = []
+    seen: set = set()
     while node is not None:
         if id(node) in seen or len(values) >= MAX_NODES:
             raise ValueError("linked list has a cycle or is too long")
@@ -117,7 +118,9 @@ def _list_values(node):
 
 
 def _tree_values(root):
-    values, queue, seen = [], collections.deque([root]), set()
+    values: list = []
+    seen: set = set()
+    queue = collections.deque([root])
     while queue:
         node = queue.popleft()
         if node is None:

@@ -132,6 +132,7 @@ def parse_assert(line: str) -> AssertCase:
         if not isinstance(op, (ast.Eq, ast.Is)):
             pair = None
     elif _is_same_call(test):
+        assert isinstance(test, ast.Call)  # _is_same_call checked it
         pair = (test.args[0], test.args[1])
     if pair is None:
         raise AssertFormError(f"unsupported assert shape: {line.strip()[:120]!r}")

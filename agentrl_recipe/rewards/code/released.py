@@ -157,9 +157,10 @@ async def _grade_io(sandbox: Any, tests: str, program: str, memory_mb: int) -> d
         io = tests  # the original's fallback: json.loads(json.dumps(s)) is the string itself
     try:
         if "fn_name" in io and "class Solution" not in program:
-            program = to_class_method(program, io["fn_name"])  # a string ground truth raises TypeError here
-            if program is None:
+            as_method = to_class_method(program, io["fn_name"])  # a string ground truth raises TypeError here
+            if as_method is None:
                 return _fail()
+            program = as_method
     except Exception:
         return _fail(program)
     flags = await _check_correctness(sandbox, tests, program, memory_mb)
