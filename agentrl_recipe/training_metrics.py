@@ -34,6 +34,24 @@ _TOOL_FIELDS = (
 )
 
 
+# Step metrics that count something (trajectories, tokens, calls): a step's value is the sum over its mini-batches.
+# Every other step metric is a rate, a mean or a percentile, recomputed over the step's trajectories.
+COUNT_SUFFIXES = (
+    "/masked_trajectories",  # training/masks/*
+    "/loss_tokens",
+    "/loss_tokens_kept",
+    "/dropped_trajectories",  # training/roc/*
+    "/calls",  # agentrl_sandbox/server/<server>/*
+    "/failures",
+)
+COUNT_PREFIXES = ("agentrl_tools/status/", "agentrl_tools/malformed/", "reward/hack_pattern/")
+
+
+def is_count(key: str) -> bool:
+    """Whether the step metric ``key`` is a count (summed over a step's mini-batches)."""
+    return key.endswith(COUNT_SUFFIXES) or key.startswith(COUNT_PREFIXES)
+
+
 def batch_metrics(
     columns: Mapping[str, Sequence[Any]], *, wall_s: float | None = None, prefix: str = "agentrl_tools"
 ) -> dict[str, float]:

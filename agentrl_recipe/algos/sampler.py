@@ -76,13 +76,22 @@ import transfer_queue as tq
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
+from verl.utils.metric import AggregationType, Metric
 
-from agentrl_recipe import trace
+from agentrl_recipe import names, trace
 from agentrl_recipe.algos import roc
-from agentrl_recipe.algos.infra_guard import GraderErrorGuard, InfraGuard, InfraGuardConfig
+from agentrl_recipe.algos.infra_guard import (
+    GRADER_ERROR_PREFIX,
+    GraderErrorGuard,
+    InfraGuard,
+    InfraGuardConfig,
+    is_infra_failure,
+)
+from agentrl_recipe.algos.infra_guard import METRIC_PREFIX as INFRA_GUARD_PREFIX
 from agentrl_recipe.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 from agentrl_recipe.config import from_mapping, section, to_plain
-from agentrl_recipe.training_metrics import step_metrics
+from agentrl_recipe.training_metrics import is_count, step_metrics
+from agentrl_recipe.verl_adapters import metrics_aggregator
 from agentrl_recipe.verl_adapters.ppo_trainer import async_buffer_kwargs, sync_buffer_kwargs
 from agentrl_recipe.verl_adapters.replay_buffer import (
     EvictionReasons,
@@ -236,16 +245,10 @@ def _wiring_problems(settings: SamplerSettings, configured: _Configured) -> list
 
 
 # ---- masks, RoC and the infra guard on a sampled batch (both buffers) ----------------------------------------------
-def _loss_token_metrics(batch: KVBatchMeta, masked: list[bool]) -> dict[str, float]:
-    """Response tokens the loss would count (``response_mask``) before and after this step's trajectory masks.
-
-    verl's token-mean denominator (``actor/loss_tokens_per_update`` × the step's updates) equals
-    ``training/masks/loss_tokens_kept``: that is what shows a masked trajectory left the mean.
-    """
+def _response_tokens(batch: KVBatchMeta) -> list[int]:
+    """Per trajectory: the response tokens the loss would count (``response_mask``) before any trajectory mask."""
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["response_mask"])
-    tokens = [int(row.sum()) for row in data["response_mask"].unbind()]
-    kept = sum(t for t, is_masked in zip(tokens, masked, strict=True) if not is_masked)
-    return {"training/masks/loss_tokens": float(sum(tokens)), "training/masks/loss_tokens_kept": float(kept)}
+    return [int(row.sum()) for row in data["response_mask"].unbind()]
 
 
 def _zero_masks(batch: KVBatchMeta, masked: list[bool]) -> None:
@@ -278,34 +281,123 @@ def _read_trajectories(batch: KVBatchMeta) -> tuple[list[dict], list[Any], list[
     return records, data_sources, lengths
 
 
+@dataclasses.dataclass
+class StepSamples:
+    """The trained trajectories of one step and what the buffer decided for each, over its sample calls.
+
+    verl's v1 trainer samples a step in ``parameter_sync_step`` mini-batches (separate_async: 2 on CPU, 4 in the GPU
+    preset) and combines their metrics with ``MetricsAggregator``. The step's metrics are computed here over all of
+    the step's trajectories: a count is the step's sum, a rate is recomputed from the step's numerator and
+    denominator, a p50/p99 comes from the step's samples (:meth:`metrics`).
+    """
+
+    records: list[dict] = dataclasses.field(default_factory=list)
+    data_sources: list[Any] = dataclasses.field(default_factory=list)
+    lengths: list[int] = dataclasses.field(default_factory=list)
+    tokens: list[int] = dataclasses.field(default_factory=list)  # response_mask tokens before masking
+    masked: list[bool] = dataclasses.field(default_factory=list)  # finally masked (masks and RoC)
+    roc_dropped: list[bool] = dataclasses.field(default_factory=list)
+    roc_penalties: list[float] = dataclasses.field(default_factory=list)  # correct trajectories RoC chose among
+    roc_kept_penalties: list[float] = dataclasses.field(default_factory=list)
+    roc: bool = False
+
+    def extend(self, other: StepSamples) -> None:
+        for field in dataclasses.fields(self):
+            if field.name != "roc":
+                getattr(self, field.name).extend(getattr(other, field.name))
+        self.roc = self.roc or other.roc
+
+    def metrics(self, settings: SamplerSettings) -> dict[str, float]:
+        """The step metrics of these trajectories (``training/masks/*``, ``training/roc/*``, tools, sandbox, reward)."""
+        result = compute_trajectory_masks(self.records, self.lengths, settings.max_response_length, settings.masks)
+        out = result.metrics(prefix="training/masks")  # the masks' reasons; RoC's drops are in training/roc/*
+        out.update(step_metrics(self.records, self.data_sources))  # tool, sandbox and per-source reward metrics
+        n = max(len(self.records), 1)
+        out[f"{INFRA_GUARD_PREFIX}/step_rate"] = sum(is_infra_failure(r) for r in self.records) / n
+        out[f"{GRADER_ERROR_PREFIX}/step_rate"] = sum(bool(r.get(names.FIELD_GRADER_ERROR)) for r in self.records) / n
+        if self.roc:
+            out["training/roc/dropped_trajectories"] = float(sum(self.roc_dropped))
+            out["training/roc/correct_penalty_mean"] = sum(self.roc_penalties) / max(len(self.roc_penalties), 1)
+            kept = self.roc_kept_penalties
+            out["training/roc/kept_correct_penalty_mean"] = sum(kept) / max(len(kept), 1)
+        # verl's token-mean denominator (actor/loss_tokens_per_update × the step's updates) equals loss_tokens_kept:
+        # that is what shows a masked trajectory left the mean
+        out["training/masks/loss_tokens"] = float(sum(self.tokens))
+        out["training/masks/loss_tokens_kept"] = float(
+            sum(t for t, is_masked in zip(self.tokens, self.masked, strict=True) if not is_masked)
+        )
+        return out
+
+
+def parameter_sync_steps(trainer_mode: str, trainer_config: Any) -> int:
+    """Sample calls per training step: verl's ``PPOTrainer.parameter_sync_step`` (trainer_base.py, read alike)."""
+    v1 = (trainer_config or {}).get("trainer", {}).get("v1", {}) or {}
+    return int((v1.get(trainer_mode, {}) or {}).get("parameter_sync_step", 1))
+
+
 class MaskingMixin:
-    """Applies :mod:`agentrl_recipe.algos.masking` (and RoC, and the infra guard) to a sampled training batch."""
+    """Applies :mod:`agentrl_recipe.algos.masking` (and RoC, and the infra guard) to a sampled training batch.
+
+    Each sample call masks its own mini-batch at once; the step's metrics (:class:`StepSamples`) are returned by the
+    step's last sample call, except counts, which every call returns as ``Metric(SUM)`` of its own trajectories for
+    verl's ``MetricsAggregator`` to sum (with :mod:`agentrl_recipe.verl_adapters.metrics_aggregator`).
+    """
 
     settings: SamplerSettings
     _infra_guard: InfraGuard
     _grader_error_guard: GraderErrorGuard
+    _calls_per_step: int
+    _step: StepSamples | None
+    _step_id: int | None
+    _step_calls: int
 
-    def _load_settings(self, sampler_kwargs: Any) -> SamplerSettings:
+    def _load_settings(self, sampler_kwargs: Any, trainer_mode: str, trainer_config: Any) -> SamplerSettings:
+        metrics_aggregator.apply()  # this process runs verl's MetricsAggregator over what sample() returns
         self.settings = SamplerSettings.from_kwargs(sampler_kwargs)
         self._infra_guard = InfraGuard(self.settings.infra_guard)
         self._grader_error_guard = GraderErrorGuard(self.settings.infra_guard)
+        self._calls_per_step = parameter_sync_steps(trainer_mode, trainer_config)
+        self._step, self._step_id, self._step_calls = None, None, 0
         return self.settings
 
-    def _apply_masks(self, batch: KVBatchMeta) -> dict[str, float]:
+    def _apply_masks(self, batch: KVBatchMeta, global_steps: int) -> dict[str, Any]:
         if batch.partition_id == "val" or not batch.keys:
             return {}
         records, data_sources, lengths = _read_trajectories(batch)
         result = compute_trajectory_masks(records, lengths, self.settings.max_response_length, self.settings.masks)
-        masked = list(result.masked)
-        metrics = result.metrics(prefix="training/masks")
-        metrics.update(step_metrics(records, data_sources))  # tool, sandbox and per-source reward metrics
-        metrics.update(self._infra_guard.observe(records))  # raises when the sandbox fails too often: fail closed
-        metrics.update(self._grader_error_guard.observe(records))  # raises when grading raises too often
+        samples = StepSamples(records=records, data_sources=data_sources, lengths=lengths, masked=list(result.masked))
+        guards = self._infra_guard.observe(records)  # raises when the sandbox fails too often: fail closed
+        guards.update(self._grader_error_guard.observe(records))  # raises when grading raises too often
         if self.settings.roc.enable:
-            metrics.update(self._apply_roc(batch, records, masked))
-        metrics.update(_loss_token_metrics(batch, masked))
-        _zero_masks(batch, masked)
-        return metrics
+            self._apply_roc(batch, samples)
+        samples.tokens = _response_tokens(batch)
+        _zero_masks(batch, samples.masked)
+        out: dict[str, Any] = {
+            key: Metric(AggregationType.SUM, value)
+            for key, value in samples.metrics(self.settings).items()
+            if is_count(key)
+        }
+        step = self._collect(samples, global_steps)
+        if step is not None:
+            out.update({key: v for key, v in step.metrics(self.settings).items() if not is_count(key)})
+            out.update({key: v for key, v in guards.items() if key.endswith("/window_rate")})
+        return out
+
+    def _collect(self, samples: StepSamples, global_steps: int) -> StepSamples | None:
+        """Add a sample call's trajectories to its step; the whole step once its last call is in, else None."""
+        if self._step is None or self._step_id != global_steps:
+            if self._step is not None:  # a step whose metrics were never reported: they would be wrong or missing
+                raise RuntimeError(
+                    f"step {self._step_id} was sampled in {self._step_calls} calls, not parameter_sync_step="
+                    f"{self._calls_per_step}; its metrics cannot be reported"
+                )
+            self._step, self._step_id, self._step_calls = StepSamples(), global_steps, 0
+        self._step.extend(samples)
+        self._step_calls += 1
+        if self._step_calls < self._calls_per_step:
+            return None
+        step, self._step, self._step_id = self._step, None, None
+        return step
 
     def _roc_values(self, batch: KVBatchMeta, records: list[dict]) -> list[float]:
         """Each trajectory's value in ``agentrl.roc.metric`` (> 0: correct)."""
@@ -318,21 +410,21 @@ class MaskingMixin:
             raise ValueError(f"agentrl.roc.metric {metric!r} missing from reward_extra_info of {missing[:3]}")
         return [float(record[metric]) for record in records]
 
-    def _apply_roc(self, batch: KVBatchMeta, records: list[dict], masked: list[bool]) -> dict[str, float]:
-        """Resample-on-Correct among the unmasked trajectories; marks the dropped ones in ``masked``."""
+    def _apply_roc(self, batch: KVBatchMeta, samples: StepSamples) -> None:
+        """Resample-on-Correct among the unmasked trajectories; marks the dropped ones in ``samples.masked``."""
+        records, masked = samples.records, samples.masked
         values = self._roc_values(batch, records)
         rows = [row for row, is_masked in enumerate(masked) if not is_masked]
         uids = [batch.keys[row].split("_")[0] for row in rows]
         kept = roc.select(uids, [values[row] > 0 for row in rows], [records[row] for row in rows], self.settings.roc)
-        penalties = [roc.penalty(records[row]) for row in rows if values[row] > 0]
-        kept_penalties = [roc.penalty(records[row]) for row, k in zip(rows, kept, strict=True) if k and values[row] > 0]
+        samples.roc = True
+        samples.roc_penalties = [roc.penalty(records[row]) for row in rows if values[row] > 0]
+        samples.roc_kept_penalties = [
+            roc.penalty(records[row]) for row, k in zip(rows, kept, strict=True) if k and values[row] > 0
+        ]
+        samples.roc_dropped = [not k for k in kept]
         for row, k in zip(rows, kept, strict=True):
             masked[row] = masked[row] or not k
-        return {
-            "training/roc/dropped_trajectories": float(len(kept) - sum(kept)),
-            "training/roc/correct_penalty_mean": sum(penalties) / max(len(penalties), 1),
-            "training/roc/kept_correct_penalty_mean": sum(kept_penalties) / max(len(kept_penalties), 1),
-        }
 
 
 # ---- the sync buffer: dynamic sampling with the max_num_gen_batches cap ---------------------------------------------
@@ -353,7 +445,7 @@ class AgentRLReplayBuffer(MaskingMixin, HookedReplayBuffer):
         refill_fn: Callable[[int], int] | None = None,
         **kwargs: Any,
     ) -> None:
-        settings = self._load_settings(sampler_kwargs)
+        settings = self._load_settings(sampler_kwargs, trainer_mode, trainer_config)
         groups = settings.filter_groups
         metric = groups.metric if groups.enable else None
         self._trainer_refill = refill_fn
@@ -494,7 +586,7 @@ class AgentRLReplayBuffer(MaskingMixin, HookedReplayBuffer):
             return batch, metrics
         if self.filter_groups_metric is not None:
             metrics.update(self._filter_groups_metrics(partition_id, batch, batch_size))
-        metrics.update(self._apply_masks(batch))
+        metrics.update(self._apply_masks(batch, global_steps))
         return batch, metrics
 
 
@@ -517,7 +609,7 @@ class AgentRLReplayBufferAsync(MaskingMixin, ReplayBufferAsync):
         refill_fn: Callable[[int], int] | None = None,
         **kwargs: Any,
     ) -> None:
-        settings = self._load_settings(sampler_kwargs)
+        settings = self._load_settings(sampler_kwargs, trainer_mode, trainer_config)
         groups = settings.filter_groups
         if groups.enable and groups.max_num_gen_batches > 0:
             raise ValueError(
@@ -543,5 +635,5 @@ class AgentRLReplayBufferAsync(MaskingMixin, ReplayBufferAsync):
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
         batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
         trace.mark(type(self).__name__)
-        metrics.update(self._apply_masks(batch))
+        metrics.update(self._apply_masks(batch, global_steps))
         return batch, metrics

@@ -12,6 +12,7 @@ import uuid
 
 import torch
 from omegaconf import OmegaConf
+from verl.trainer.ppo.v1.utils import MetricsAggregator
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 N = 2  # rollout.n
@@ -70,7 +71,9 @@ class ScriptedRollout:
     refills: list[int]
 
 
-def make_buffer(cls, rollout: ScriptedRollout, masks=None, filter_groups=None, roc=None, infra_guard=None):
+def make_buffer(
+    cls, rollout: ScriptedRollout, masks=None, filter_groups=None, roc=None, infra_guard=None, mode="sync", config=None
+):
     rollout.refills = []
     kwargs = {
         "masks": masks or {},
@@ -81,14 +84,22 @@ def make_buffer(cls, rollout: ScriptedRollout, masks=None, filter_groups=None, r
         "max_response_length": MAX_LEN,
     }
     return cls(
-        trainer_mode="sync",
-        trainer_config={},
+        trainer_mode=mode,
+        trainer_config=config or {},
         max_off_policy_threshold=None,
         max_off_policy_strategy="drop",
         sampler_kwargs=kwargs,
         refill_fn=rollout.refill,
         poll_interval=0.01,
     )
+
+
+def step_metrics(*calls: dict, sample_counts=None) -> dict:
+    """One step's metrics as verl's v1 trainer logs them: each sample call's through ``MetricsAggregator``."""
+    aggregator = MetricsAggregator()
+    for i, metrics in enumerate(calls):
+        aggregator.add_step_metrics(metrics, sample_count=sample_counts[i] if sample_counts else 1)
+    return aggregator.get_aggregated_metrics()
 
 
 def groups_of(tq, batch) -> dict[str, list[float]]:

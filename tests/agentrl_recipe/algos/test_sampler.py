@@ -9,7 +9,17 @@ import logging
 from types import SimpleNamespace
 
 import pytest
-from replay_helpers import DAPO, MAX_LEN, B, N, ScriptedRollout, groups_of, make_buffer, trainer_config
+from replay_helpers import (
+    DAPO,
+    MAX_LEN,
+    B,
+    N,
+    ScriptedRollout,
+    groups_of,
+    make_buffer,
+    step_metrics,
+    trainer_config,
+)
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from verl.utils.import_utils import load_extern_object
@@ -212,6 +222,7 @@ def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
     buffer = make_buffer(AgentRLReplayBuffer, rollout, masks={"void_turn": True})
     rollout.submit(B)
     batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    metrics = step_metrics(metrics)
     data = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["response_mask", "loss_mask"])
     extras = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["extra_fields"])["extra_fields"]
     for row, extra in enumerate(extras):
@@ -238,6 +249,7 @@ def test_roc_keeps_the_clean_correct_trajectories_by_masking_the_rest(tq) -> Non
     buffer = make_buffer(AgentRLReplayBuffer, rollout, roc={"enable": True, "keep_per_group": 2})
     rollout.submit(1)
     batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=1)
+    metrics = step_metrics(metrics)
     masks = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["loss_mask"])["loss_mask"]
     kept = {key.split("_")[1]: bool(row.sum() > 0) for key, row in zip(batch.keys, masks.unbind(), strict=True)}
     assert kept["0"] is False and kept["1"] is True  # the clean correct one
@@ -255,5 +267,34 @@ def test_async_buffer_applies_masks_and_rejects_the_sync_cap(tq) -> None:
     buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks={"infra_failure": True})
     rollout.submit(B)
     batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
-    assert len(batch) == B * N and metrics["training/masks/masked_trajectories"] == 1
+    assert len(batch) == B * N and step_metrics(metrics)["training/masks/masked_trajectories"] == 1
     assert buffer.filter_groups_metric is None and buffer.sync_refill_failed_groups is False
+
+
+def test_a_step_sampled_in_two_mini_batches_reports_its_sums_and_its_rates(tq) -> None:
+    """separate_async samples a step in parameter_sync_step mini-batches; verl's MetricsAggregator combines them.
+    Counts are the step's sums, rates the step's ratio, percentiles the step's; nothing is averaged per mini-batch."""
+    extra = {(p, s): {names.FIELD_VOID_TURN: False} for p in range(3 * B) for s in range(N)}  # the agent loop's
+    extra[0, 0] = {names.FIELD_VOID_TURN: True}  # 3 tokens
+    extra[2, 1] = {names.FIELD_VOID_TURN: True}  # 4 tokens
+    extra[3, 0] = {names.FIELD_VOID_TURN: False, names.FIELD_TOOL_INFRA_FAILURE: True}  # flagged; its switch is off
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
+    config = {"trainer": {"v1": {"separate_async": {"parameter_sync_step": 2}}}}
+    buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks={"void_turn": True}, mode="separate_async",
+                         config=config)  # fmt: skip
+    rollout.submit(B)
+    calls = [buffer.sample(global_steps=1, partition_id="train", batch_size=B // 2)[1] for _ in range(2)]
+    assert "training/masks/masked_ratio" not in calls[0]  # rates come once, over the whole step
+    step = step_metrics(*calls, sample_counts=[B // 2 * N] * 2)
+    assert step["training/masks/masked_trajectories"] == 2
+    assert step["training/masks/masked_ratio"] == pytest.approx(2 / (B * N))
+    assert step["training/masks/infra_failure_ratio"] == pytest.approx(1 / (B * N))
+    assert step["training/masks/loss_tokens"] == B * (3 + 4)
+    assert step["training/masks/loss_tokens_kept"] == B * (3 + 4) - 3 - 4
+    assert step["training/infra_guard/step_rate"] == pytest.approx(1 / (B * N))
+    assert step["reward/math_dapo/acc"] == pytest.approx(1 / N)
+    # a step sampled in fewer calls than parameter_sync_step would report wrong metrics: refused
+    rollout.submit(2 * B)
+    assert "training/masks/masked_ratio" not in buffer.sample(global_steps=2, partition_id="train", batch_size=2)[1]
+    with pytest.raises(RuntimeError, match="step 2 was sampled in 1 calls, not parameter_sync_step=2"):
+        buffer.sample(global_steps=3, partition_id="train", batch_size=2)
