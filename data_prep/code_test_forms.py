@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from agentrl_recipe.rewards.code import _io_driver
-from agentrl_recipe.rewards.code.assert_tests import AssertTests
+from agentrl_recipe.rewards.code.assert_form import AssertTests
 from data_prep.rows import ConvertError
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
-from agentrl_recipe.rewards.code.assert_tests import AssertTests
+from agentrl_recipe.rewards.code.assert_form import AssertTests
 from data_prep import prompts
 from data_prep.code_test_forms import io_tests, leetcode_assert_tests_or_raw
 from data_prep.files import cached_rows, fingerprint, load_source, source_fingerprint

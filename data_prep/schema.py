@@ -34,8 +34,8 @@ from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
-from agentrl_recipe.rewards.code.assert_tests import AssertTests, is_assert_form
-from agentrl_recipe.rewards.code.io_tests import CodeTests
+from agentrl_recipe.rewards.code.assert_form import AssertTests, is_assert_form
+from agentrl_recipe.rewards.code.grade import CodeTests
 from agentrl_recipe.tasks import task_kind
 
 PROMPT_ROLES = ("system", "user", "assistant")

@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentrl_recipe.rewards.code.io_tests import LCB_TIMEOUT_S, CodeTests
+from agentrl_recipe.rewards.code.grade import CodeTests
+from agentrl_recipe.rewards.code.io_tests import LCB_TIMEOUT_S
 from agentrl_recipe.rewards.code.io_tests import agrade_program as engine_grade_program
 from agentrl_recipe.run_sync import run_coroutine_sync
 

@@ -11,7 +11,7 @@ import pytest
 
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
-from agentrl_recipe.rewards.code.assert_tests import AssertTests, parse_code_tests
+from agentrl_recipe.rewards.code.assert_form import AssertTests, parse_code_tests
 from data_prep import prompts
 from data_prep import rl_released as released
 from data_prep.schema import validate_file

@@ -18,23 +18,11 @@ from typing import Any
 
 from agentrl_recipe.rewards.code.assert_form import (
     AssertCase,
-    AssertFormError,
     AssertTests,
     case_passes,
-    is_assert_form,
-    parse_code_tests,
 )
 from agentrl_recipe.rewards.code.driver_runs import GradeProgress, frame_text
 from agentrl_recipe.rewards.code.grade import CodeGrade
-
-__all__ = [  # with the ground-truth forms (assert_form), what callers import from here
-    "AssertFormError",
-    "AssertTests",
-    "agrade_asserts",
-    "invalid_ground_truth",
-    "is_assert_form",
-    "parse_code_tests",
-]
 
 _MAX_FRAME_CHARS = 256 * 1024
 logger = logging.getLogger(__name__)

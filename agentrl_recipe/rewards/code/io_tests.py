@@ -15,7 +15,7 @@ How one program is graded (fast path: one sandbox execution for all its tests):
 4. A sandbox ``infra_error`` is retried; if it persists the grade says ``infra_failure=True`` — the sandbox failed,
    not the program, so callers must not score it as wrong.
 
-The tests and the grade: :mod:`.code_tests` (re-exported here, with the rules, for callers of this module).
+The tests and the grade: :mod:`.grade`; the comparison rules: :mod:`.lcb_rules`.
 """
 
 from __future__ import annotations
@@ -25,20 +25,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl_recipe.rewards.code.driver_runs import GradeProgress, frame_text
-from agentrl_recipe.rewards.code.grade import TEST_STATUSES, CodeGrade, CodeTests
+from agentrl_recipe.rewards.code.grade import CodeGrade, CodeTests
 from agentrl_recipe.rewards.code.lcb_rules import UNCOMPARABLE, call_result_matches, stdout_matches, stripped_digest
 from agentrl_recipe.run_sync import run_coroutine_sync
 from agentrl_sandbox import get_sandbox
-
-__all__ = [  # with the tests and the grade (code_tests), what callers import from here
-    "LCB_TIMEOUT_S",
-    "TEST_STATUSES",
-    "CodeGrade",
-    "CodeTests",
-    "agrade_program",
-    "grade_many",
-    "grade_program",
-]
 
 LCB_TIMEOUT_S = 6.0  # lcb_runner --timeout default, per test
 
