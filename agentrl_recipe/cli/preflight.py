@@ -10,6 +10,9 @@ A GPU node's first hour should not go to a run that hangs or dies at its first C
   rollout's share of one GPU's memory;
 - **flash_attn**: importable when the config uses verl's default ``flash_attention_2``;
 - **vllm**: vLLM installed and verl's vLLM async server imports (skipped by ``--cheap``: tens of seconds);
+- **checkpoint_engine**: an async trainer mode's ``actor_rollout_ref.rollout.checkpoint_engine.backend`` is
+  registered in verl's ``CheckpointEngineRegistry`` on this node (``nccl`` only when cupy imports:
+  ``pip install .[gpu]``) — verl would fail at the first weight sync;
 - **sandbox**: the configured backend imports the sandbox runtime's packages (numpy, scipy, sympy, pandas, …) inside
   the sandbox, with the config's own time and memory limits;
 - **ray_cpus**: Ray's logical CPUs cover what the run reserves: 3 per GPU (verl's resource-pool bundles) plus
@@ -32,6 +35,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from agentrl_recipe.cli.configs.async_checks import ASYNC_MODES, ENGINE_KEY, checkpoint_engine_problem
 from agentrl_recipe.cli.configs.checks import check
 from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.cli.preflight_facts import NodeFacts, gather, model_parameters
@@ -249,6 +253,18 @@ def judge(lay: Layout, facts: NodeFacts, params: int | None, cheap: bool, sandbo
     return results
 
 
+def check_checkpoint_engine(cfg: Any) -> Result | None:
+    """An async mode's weight transport is registered on this node (None: sync mode, nothing to send)."""
+    mode = str(_get(cfg, "trainer.v1.trainer_mode", "sync"))
+    if mode not in ASYNC_MODES:
+        return None
+    backend = str(_get(cfg, ENGINE_KEY, "naive"))
+    problem = checkpoint_engine_problem(backend)
+    if problem:
+        return Result("checkpoint_engine", False, f"trainer_mode={mode}: {problem}")
+    return Result("checkpoint_engine", True, f"{backend} registered (trainer_mode={mode})")
+
+
 def run(name: str, overrides: list[str], *, cheap: bool = False) -> list[Result]:
     """Compose ``name`` with ``overrides``, gather this node's facts, and judge them."""
     report = check(name, overrides)
@@ -257,6 +273,9 @@ def run(name: str, overrides: list[str], *, cheap: bool = False) -> list[Result]
         return results
     cfg, _ = compose(name, overrides)
     lay = layout(cfg, report.kind)
+    engine = check_checkpoint_engine(cfg) if report.kind == "rl" else None
+    if engine is not None:
+        results.append(engine)
     sandbox_cfg = None
     if lay.kind == "rl":
         sandbox_cfg = sandbox_config(cfg)

@@ -9,6 +9,7 @@ rules catch them before launch; :func:`check` returns ``(errors, warnings)`` as 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -49,6 +50,9 @@ def check(cfg: Any) -> tuple[list[Finding], list[Finding]]:
                 "set rollout_is: token (and rollout_is_threshold) as recipe/async/*.yaml do",
             )
         )
+    engine_errors, engine_warnings = _checkpoint_engine(cfg)
+    errors += engine_errors
+    warnings += engine_warnings
     if mode == "colocate_async":
         if not _get(cfg, f"{_ARR}.hybrid_engine", True):
             errors.append((f"{_ARR}.hybrid_engine", "colocate_async shares the actor's GPUs: it needs true"))
@@ -196,6 +200,49 @@ def _weight_transport(cfg: Any) -> tuple[list[Finding], list[Finding]]:
             )
         ]
     return [], []
+
+
+ENGINE_KEY = f"{_ARR}.rollout.checkpoint_engine.backend"
+GPU_EXTRA_FIX = "pip install .[gpu]"
+
+
+def checkpoint_engine_problem(backend: str) -> str | None:
+    """None when verl's ``CheckpointEngineRegistry`` has ``backend`` in this process, else one line: why, and the fix.
+
+    verl registers an engine only when its module imports: ``nccl`` (and ``nixl``) need cupy, which the ``gpu`` extra
+    installs; without it, verl fails at the first weight sync, after the cluster and the workers are up.
+    """
+    import verl.checkpoint_engine  # noqa: F401  (imports every engine module; failures are recorded, not raised)
+    from verl.checkpoint_engine.base import CheckpointEngineRegistry
+
+    try:
+        CheckpointEngineRegistry.get(backend)
+        return None
+    except ValueError as err:
+        reason = re.search(rf"\b{re.escape(backend)}_checkpoint_engine: ([^,]+)", str(err))
+        why = f" ({reason.group(1).strip()})" if reason else ""
+        return (
+            f"checkpoint engine {backend!r} is not registered in verl's CheckpointEngineRegistry{why}; install it: "
+            f"{GPU_EXTRA_FIX}"
+        )
+
+
+def _cuda_here() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _checkpoint_engine(cfg: Any) -> tuple[list[Finding], list[Finding]]:
+    """An async mode's checkpoint engine must be registered where the run starts. A GPU config checked on a machine
+    without CUDA (a laptop, CI) gets a warning: its nodes may have the engine; preflight there refuses it."""
+    backend = str(_get(cfg, ENGINE_KEY, "naive"))
+    problem = checkpoint_engine_problem(backend)
+    if problem is None:
+        return [], []
+    if not _on_cpu(cfg) and not _cuda_here():
+        return [], [(ENGINE_KEY, f"{problem} on the GPU nodes (not checkable here: no CUDA)")]
+    return [(ENGINE_KEY, problem)], []
 
 
 def _logical_gpus(cfg: Any) -> list[Finding]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 
 import pytest
 
@@ -150,3 +151,50 @@ def test_an_unhealthy_sandbox_stops_make_rl_before_launch(tmp_path, monkeypatch,
     out = capsys.readouterr()
     assert "FAIL sandbox: local backend unusable: SandboxError: bwrap: No permissions" in out.out
     assert "not launching: preflight failed" in out.err and "SKIP_PREFLIGHT=1" in out.err
+
+
+# ---- the async trainer's checkpoint engine (verl registers nccl only when cupy imports) -----------------------------
+CUPY = importlib.util.find_spec("cupy") is not None
+
+
+def test_an_engine_verl_did_not_register_is_one_line_naming_it_and_the_fix() -> None:
+    from agentrl_recipe.cli.configs.async_checks import checkpoint_engine_problem
+
+    assert checkpoint_engine_problem("naive") is None and checkpoint_engine_problem("agentrl_ray") is None
+    unknown = checkpoint_engine_problem("no_such_engine")
+    assert unknown == (
+        "checkpoint engine 'no_such_engine' is not registered in verl's CheckpointEngineRegistry; install it: "
+        "pip install .[gpu]"
+    )
+    if not CUPY:
+        nccl = checkpoint_engine_problem("nccl")
+        assert nccl is not None and "\n" not in nccl
+        assert nccl.startswith("checkpoint engine 'nccl' is not registered") and "cupy" in nccl
+        assert nccl.endswith("pip install .[gpu]")
+
+
+@pytest.mark.skipif(CUPY, reason="cupy is installed: nccl is registered")
+def test_preflight_refuses_separate_async_without_its_engine() -> None:
+    cfg, _ = compose("agentrl_rl_qwen2_7b_async")
+    result = preflight.check_checkpoint_engine(cfg)
+    assert result is not None and not result.ok
+    assert result.line().startswith("FAIL checkpoint_engine: trainer_mode=separate_async: checkpoint engine 'nccl'")
+    cpu, _ = compose("agentrl_rl_cpu", ["+recipe/async=separate_async_cpu"])
+    assert preflight.check_checkpoint_engine(cpu) == preflight.Result(
+        "checkpoint_engine", True, "agentrl_ray registered (trainer_mode=separate_async)"
+    )
+    assert preflight.check_checkpoint_engine(compose("agentrl_rl_cpu")[0]) is None  # sync: no weights to send
+
+
+@pytest.mark.skipif(CUPY, reason="cupy is installed: nccl is registered")
+def test_configs_check_refuses_it_where_cuda_is_and_warns_elsewhere(monkeypatch) -> None:
+    from agentrl_recipe.cli.configs import async_checks
+
+    cfg, _ = compose("agentrl_rl_qwen2_7b_async")
+    monkeypatch.setattr(async_checks, "_cuda_here", lambda: True)
+    errors, warnings = async_checks._checkpoint_engine(cfg)
+    assert [key for key, _ in errors] == [async_checks.ENGINE_KEY] and not warnings
+    assert "'nccl'" in errors[0][1] and errors[0][1].endswith("pip install .[gpu]")
+    monkeypatch.setattr(async_checks, "_cuda_here", lambda: False)
+    errors, warnings = async_checks._checkpoint_engine(cfg)
+    assert not errors and warnings[0][1].endswith("on the GPU nodes (not checkable here: no CUDA)")

@@ -28,14 +28,16 @@ def _errors(name: str, overrides: list[str]) -> dict[str, str]:
     return {p.key: p.message for p in report.errors}
 
 
-@pytest.mark.parametrize("name", [SEPARATE, COLOCATE, "agentrl_rl_qwen2_7b_async"])
+@pytest.mark.parametrize(
+    "name", [SEPARATE, COLOCATE, "agentrl_rl_qwen2_7b_async", "agentrl_rl_qwen2_7b_colocate_async"]
+)
 def test_the_async_presets_select_the_async_trainer_and_pass(name: str) -> None:
     report = check(name)
     assert report.ok, report.format()
     assert not [p for p in report.warnings if p.key.startswith(("algorithm.", "trainer.v1"))], report.format()
     cfg, _ = compose(name)
     v1 = cfg.trainer.v1
-    assert v1.trainer_mode == ("colocate_async" if name == COLOCATE else "separate_async")
+    assert v1.trainer_mode == ("colocate_async" if "colocate" in name else "separate_async")
     assert v1.sampler.custom_sampler.name == "AgentRLReplayBufferAsync"
     assert v1.sampler.max_off_policy_threshold == 2
     assert cfg.algorithm.rollout_correction.rollout_is == "token"
