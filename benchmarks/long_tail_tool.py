@@ -1,28 +1,61 @@
-"""The benchmark's long-tail workload: ``code_interpreter`` with a few slow trajectories.
+"""The benchmark's long-tail workload: ``code_interpreter`` with a few slow trajectories, the same ones in every mode.
 
 In the paper's runs a step waits for its slowest trajectories — a few with many tool calls (up to 16) and 20K
 tokens, while most finish in a few turns. The CPU task's tiny model solves every problem in one call, so this tool
-gives ``1 / AGENTRL_BENCH_TAIL_EVERY`` of the trajectories (chosen by a hash of the trajectory's request id, the same
-whatever the trainer mode) ``AGENTRL_BENCH_TAIL_S`` seconds of extra tool time per call — the time their many calls
-would take — and runs every call in the real sandbox. Benchmark only; selected by the tool YAML that
-``benchmarks/trainer_modes.py`` writes.
+gives ``1 / AGENTRL_BENCH_TAIL_EVERY`` of the trajectories ``AGENTRL_BENCH_TAIL_S`` seconds of extra tool time per
+call — the time their many calls would take — and runs every call in the real sandbox.
+
+Which trajectories are slow is seeded by the trajectory itself, not by verl's per-run random request id or uid: the
+prompt (its data-set ``extra_info.index``, else a hash of its text) and the sample index within its group
+(``session_id``), with ``AGENTRL_BENCH_TAIL_SEED``. :class:`LongTailAgentLoop` (``agentrl_tool_agent`` with that key
+made visible to its tool calls) is registered under the recipe's agent-loop name by the agent-loop YAML that
+``benchmarks/trainer_modes.py`` writes, so every mode and every repetition gets the same slow trajectories. Without
+it (the CPU trainer tests use the tool alone, with every call slow) the request id is the key.
+
+``AGENTRL_BENCH_EXEC_DIR``: each execution of a call leaves one record there (:func:`record_execution`), so a test
+can count executions at the tool. Benchmark and tests only; selected by a tool YAML.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
+import json
 import os
+import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 from verl.tools.schemas import ToolResponse
 
 from agentrl_recipe.agent_loop.code_interpreter import CodeInterpreterTool
+from agentrl_recipe.agent_loop.loop import AgentRLToolAgentLoop
+
+# "<prompt>:<sample index>" of the trajectory whose agent loop is running (set per asyncio task by the loop)
+TRAJECTORY_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentrl_bench_trajectory", default=None)
 
 
-def is_tail(request_id: str, every: int) -> bool:
-    digest = hashlib.blake2b(request_id.encode(), digest_size=4).digest()
+def is_tail(key: str, every: int, seed: str = "0") -> bool:
+    digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "little") % every == 0
+
+
+def trajectory_key(row: dict[str, Any]) -> str:
+    """A trajectory's key from its data row: the prompt's data-set index (else its text) and its sample index."""
+    extra = row.get("extra_info") or {}
+    index = extra.get("index") if isinstance(extra, dict) else None
+    prompt = str(index) if index is not None else hashlib.sha1(str(row.get("raw_prompt")).encode()).hexdigest()[:16]
+    return f"{prompt}:{row.get('session_id', 0)}"
+
+
+class LongTailAgentLoop(AgentRLToolAgentLoop):
+    """``agentrl_tool_agent`` that makes its trajectory's key visible to the tool calls it makes."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any):
+        TRAJECTORY_KEY.set(trajectory_key(kwargs))  # this task's context: its tool calls see it
+        return await super().run(sampling_params, **kwargs)
 
 
 class LongTailCodeInterpreter(CodeInterpreterTool):
@@ -33,6 +66,27 @@ class LongTailCodeInterpreter(CodeInterpreterTool):
     ) -> tuple[ToolResponse, float, dict]:
         agent_data = kwargs.get("agent_data")
         request_id = str(getattr(agent_data, "request_id", instance_id))
-        if is_tail(request_id, int(os.environ.get("AGENTRL_BENCH_TAIL_EVERY", "8"))):
+        key = TRAJECTORY_KEY.get() or request_id
+        every = int(os.environ.get("AGENTRL_BENCH_TAIL_EVERY", "8"))
+        tail = is_tail(key, every, os.environ.get("AGENTRL_BENCH_TAIL_SEED", "0"))
+        started = time.time()
+        if tail:
             await asyncio.sleep(float(os.environ.get("AGENTRL_BENCH_TAIL_S", "0")))
-        return await super().execute(instance_id, parameters, **kwargs)
+        result = await super().execute(instance_id, parameters, **kwargs)
+        record_execution(instance_id, request_id, key, tail, started)
+        return result
+
+
+def record_execution(instance_id: str, request_id: str, key: str, tail: bool, started: float) -> None:
+    """With ``AGENTRL_BENCH_EXEC_DIR`` set: one file per execution of a call, ``<instance_id>.<unique>.json``.
+
+    A call (its tool instance) executed twice leaves two files with its ``instance_id``: the trainer tests count them.
+    """
+    directory = os.environ.get("AGENTRL_BENCH_EXEC_DIR")
+    if not directory:
+        return
+    record = {"instance_id": instance_id, "request_id": request_id, "trajectory": key, "tail": tail,
+              "started": started, "ended": time.time(), "pid": os.getpid()}  # fmt: skip
+    path = Path(directory) / f"{instance_id}.{uuid.uuid4().hex}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
