@@ -329,10 +329,12 @@ class StepSamples:
         return out
 
 
-def parameter_sync_steps(trainer_mode: str, trainer_config: Any) -> int:
-    """Sample calls per training step: verl's ``PPOTrainer.parameter_sync_step`` (trainer_base.py, read alike)."""
-    v1 = (trainer_config or {}).get("trainer", {}).get("v1", {}) or {}
-    return int((v1.get(trainer_mode, {}) or {}).get("parameter_sync_step", 1))
+def parameter_sync_steps(trainer_config: Any) -> int:
+    """Sample calls per training step: verl's ``PPOTrainer.parameter_sync_step``, read as trainer_base.py reads it.
+
+    verl hands a replay buffer ``trainer_config = config.trainer.v1.<trainer_mode>`` (the mode's own section).
+    """
+    return int((trainer_config or {}).get("parameter_sync_step", 1))
 
 
 class MaskingMixin:
@@ -351,12 +353,12 @@ class MaskingMixin:
     _step_id: int | None
     _step_calls: int
 
-    def _load_settings(self, sampler_kwargs: Any, trainer_mode: str, trainer_config: Any) -> SamplerSettings:
+    def _load_settings(self, sampler_kwargs: Any, trainer_config: Any) -> SamplerSettings:
         metrics_aggregator.apply()  # this process runs verl's MetricsAggregator over what sample() returns
         self.settings = SamplerSettings.from_kwargs(sampler_kwargs)
         self._infra_guard = InfraGuard(self.settings.infra_guard)
         self._grader_error_guard = GraderErrorGuard(self.settings.infra_guard)
-        self._calls_per_step = parameter_sync_steps(trainer_mode, trainer_config)
+        self._calls_per_step = parameter_sync_steps(trainer_config)
         self._step, self._step_id, self._step_calls = None, None, 0
         return self.settings
 
@@ -445,7 +447,7 @@ class AgentRLReplayBuffer(MaskingMixin, HookedReplayBuffer):
         refill_fn: Callable[[int], int] | None = None,
         **kwargs: Any,
     ) -> None:
-        settings = self._load_settings(sampler_kwargs, trainer_mode, trainer_config)
+        settings = self._load_settings(sampler_kwargs, trainer_config)
         groups = settings.filter_groups
         metric = groups.metric if groups.enable else None
         self._trainer_refill = refill_fn
@@ -609,7 +611,7 @@ class AgentRLReplayBufferAsync(MaskingMixin, ReplayBufferAsync):
         refill_fn: Callable[[int], int] | None = None,
         **kwargs: Any,
     ) -> None:
-        settings = self._load_settings(sampler_kwargs, trainer_mode, trainer_config)
+        settings = self._load_settings(sampler_kwargs, trainer_config)
         groups = settings.filter_groups
         if groups.enable and groups.max_num_gen_batches > 0:
             raise ValueError(

@@ -67,6 +67,12 @@ def test_verl_trainer_builds_our_async_buffer_from_config() -> None:
     buffer = PPOTrainer._build_replay_buffer(trainer)
     assert type(buffer) is sampler.AgentRLReplayBufferAsync
     assert buffer.settings.masks.enabled == ("infra_failure",) and buffer.filter_groups_metric == "acc"
+    assert buffer._calls_per_step == 1
+    # separate_async: verl samples a step in parameter_sync_step calls and hands the buffer that mode's section
+    cfg.trainer.v1.trainer_mode = "separate_async"
+    cfg.trainer.v1.separate_async = {"parameter_sync_step": 2}
+    separate = SimpleNamespace(config=cfg, trainer_mode="separate_async", _add_prompts_to_generate=lambda n: n)
+    assert PPOTrainer._build_replay_buffer(separate)._calls_per_step == 2
 
 
 # ---- settings (sampler_kwargs) and the config check ------------------------------------------------------------------
@@ -279,7 +285,7 @@ def test_a_step_sampled_in_two_mini_batches_reports_its_sums_and_its_rates(tq) -
     extra[2, 1] = {names.FIELD_VOID_TURN: True}  # 4 tokens
     extra[3, 0] = {names.FIELD_VOID_TURN: False, names.FIELD_TOOL_INFRA_FAILURE: True}  # flagged; its switch is off
     rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
-    config = {"trainer": {"v1": {"separate_async": {"parameter_sync_step": 2}}}}
+    config = {"parameter_sync_step": 2}  # verl passes config.trainer.v1.<trainer_mode> (trainer_base.py)
     buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks={"void_turn": True}, mode="separate_async",
                          config=config)  # fmt: skip
     rollout.submit(B)
