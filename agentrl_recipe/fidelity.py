@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from agentrl_recipe.rewards.code.hack_patterns import PATTERNS
+from agentrl_recipe.rewards.hack_patterns import PATTERNS
 
 CONFIG = "agentrl_rl_qwen3_4b"
 SCRIPT = "recipe/demystify/grpo_tcr_qwen3_4b.sh"

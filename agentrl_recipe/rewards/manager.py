@@ -36,8 +36,7 @@ from verl.utils.reward_score import default_compute_score
 
 from agentrl_recipe import names, sandbox_routes, tasks, trace
 from agentrl_recipe.config import sandbox_config
-from agentrl_recipe.rewards import scoring
-from agentrl_recipe.rewards.code import hack_patterns
+from agentrl_recipe.rewards import hack_patterns, scoring
 from agentrl_recipe.rewards.isolation import GraderTimeout
 from agentrl_recipe.rewards.reward_kwargs import RewardKwargs
 from agentrl_recipe.rewards.shaping import apply_tool_bonus, overlong_penalty

@@ -3,7 +3,7 @@
 verl's validation already groups ``reward_extra_info`` per data source (``val-core/<ds>/acc/mean@N``); its training
 metrics do not look at it. :func:`reward_metrics` fills that gap for a training batch: per-source accuracy and score,
 overlong rate and penalty, tool bonus, turns, grader timeouts, infra failures, grader errors, the released grader's
-hack patterns (:mod:`agentrl_recipe.rewards.code.hack_patterns`) and grading latency.
+hack patterns (:mod:`agentrl_recipe.rewards.hack_patterns`) and grading latency.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from agentrl_recipe import names
-from agentrl_recipe.rewards.code.hack_patterns import PATTERNS
+from agentrl_recipe.rewards.hack_patterns import PATTERNS
 
 _USED_KEYS = (
     "acc",

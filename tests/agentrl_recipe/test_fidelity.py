@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from agentrl_recipe import compat, fidelity
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
 from agentrl_recipe.cli.configs.files import compose
-from agentrl_recipe.rewards.code import hack_patterns
+from agentrl_recipe.rewards import hack_patterns
 from agentrl_recipe.rewards.manager import RewardKwargs
 
 README = Path(__file__).resolve().parents[2] / "docs" / "reproducing.md"  # where the fidelity table is

@@ -208,7 +208,7 @@ def test_importing_a_plugin_module_before_verl_still_registers_everything(first_
     assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(ALL, True), proc.stderr[-3000:]
 
 
-# Every module of ours that a plain `import verl` loads (in the driver and every Ray worker): 34, from 41 before the
+# Every module of ours that a plain `import verl` loads (in the driver and every Ray worker): 35, from 41 before the
 # task table (the code graders, rewards.code.*, now load on the first code row). A module added here is paid for in
 # every worker's start-up: add it on purpose.
 LOADED_BY_IMPORT_VERL = {
@@ -218,6 +218,7 @@ LOADED_BY_IMPORT_VERL = {
     "agentrl_recipe.algos", "agentrl_recipe.algos.advantages", "agentrl_recipe.algos.losses",
     "agentrl_recipe.rewards", "agentrl_recipe.rewards.manager", "agentrl_recipe.rewards.reward_kwargs",
     "agentrl_recipe.rewards.scoring", "agentrl_recipe.rewards.shaping", "agentrl_recipe.rewards.isolation",
+    "agentrl_recipe.rewards.hack_patterns",
     "agentrl_recipe.verl_adapters", "agentrl_recipe.verl_adapters.agent_loop_registry",
     "agentrl_recipe.verl_adapters.metric_aggregation", "agentrl_recipe.verl_adapters.separate_async_logger",
     "agentrl_sandbox", "agentrl_sandbox.config", "agentrl_sandbox.process_wide", "agentrl_sandbox.types",

@@ -9,8 +9,7 @@ import pytest
 from assert_gt_helpers import TWO_SUM_GT
 
 from agentrl_recipe import names
-from agentrl_recipe.rewards import scoring
-from agentrl_recipe.rewards.code import hack_patterns
+from agentrl_recipe.rewards import hack_patterns, scoring
 from agentrl_recipe.rewards.code import released as code_released
 
 SIG = "class Solution:\n    def twoSum(self, nums, target):\n"
