@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrl_recipe import names
-from agentrl_recipe.training_metrics import step_metrics
+from agentrl_recipe.training_metrics import is_count, step_metrics
 
 
 def _trajectory(calls: list[tuple[str, float]], turns: int, acc: bool, void: bool = False) -> dict:
@@ -45,3 +45,21 @@ def test_step_metrics_cover_tools_turns_and_per_source_reward() -> None:
 def test_step_metrics_reject_misaligned_inputs() -> None:
     with pytest.raises(ValueError, match="data sources"):
         step_metrics([{}], [])
+
+
+def test_counts_are_told_from_rates_means_and_percentiles() -> None:
+    """is_count picks the step metrics a step's mini-batches sum; everything else is recomputed over the step."""
+    records = [_trajectory([("ok", 0.01), ("timeout", 0.03)], turns=6, acc=True), _trajectory([], turns=2, acc=False)]
+    metrics = step_metrics(records, ["aime2024", "aime2024"])
+    counts = {key for key in metrics if is_count(key)}
+    assert counts == {"agentrl_tools/status/ok", "agentrl_tools/status/timeout"} | {
+        key for key in metrics if key.startswith("reward/hack_pattern/")
+    }
+    for key in ("training/masks/masked_trajectories", "training/masks/loss_tokens", "training/masks/loss_tokens_kept",
+                "training/roc/dropped_trajectories", "agentrl_sandbox/server/a_8080/calls",
+                "agentrl_sandbox/server/a_8080/failures", "agentrl_tools/malformed/bad_json"):  # fmt: skip
+        assert is_count(key), key
+    rates = ["training/masks/masked_ratio", "agentrl_tools/latency_s/p99", "reward/aime2024/acc"]
+    rates += ["agentrl_tools/termination/max_turns_frac", "agentrl_sandbox/server/a_8080/latency_p50_ms"]
+    for key in rates:
+        assert not is_count(key), key
