@@ -1,7 +1,7 @@
 """Step wall time of verl's v1 trainer modes on the same CPU config and long-tail workload, as same-run ratios.
 
     .venv/bin/python benchmarks/trainer_modes.py [--repeats 3] [--steps 5] [--tail-s 6] [--tail-every 8] [--seed 0]
-                                                 [--model DIR] [--out F]
+                                                 [--model DIR] [--data F --val-data F] [--out F]
 
 Runs `make rl CONFIG=agentrl_rl_cpu` (launcher → verl.trainer.main_ppo, agentrl_hf replica, FSDP2 on gloo) per mode
 — ``sync``, ``colocate_async`` (``+recipe/async=colocate_async``) and ``separate_async``
@@ -82,6 +82,8 @@ def run_mode(
     command = [
         sys.executable, "-m", "agentrl_recipe.cli.launch", "rl", "--config", "agentrl_rl_cpu",
         "--model", str(args.model),
+        *(["--data", str(args.data)] if args.data else []),
+        *(["--val-data", str(args.val_data)] if args.val_data else []),
         *MODES[mode], f"trainer.total_training_steps={args.steps}", "trainer.save_freq=-1",
         f"trainer.default_local_dir={run / 'ckpt'}", "data.shuffle=false",
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tool_yaml}",
@@ -141,6 +143,8 @@ def main() -> None:
     parser.add_argument("--tail-every", type=int, default=8, help="1 in N trajectories is in the tail")
     parser.add_argument("--seed", type=int, default=0, help="picks the tail trajectories (by prompt and sample index)")
     parser.add_argument("--model", type=Path, default=SFT_EXPORT, help="HF dir (default: the CPU SFT export)")
+    parser.add_argument("--data", type=Path, help="RL train parquet (default: the config's)")
+    parser.add_argument("--val-data", type=Path, help="RL validation parquet (default: the config's)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON")
     args = parser.parse_args()
     if args.steps < 2 or args.repeats < 1:
