@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from agentrl_recipe import names
-from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox.config import REDACTED, SECRET_KEYS, SandboxConfig
 
 T = TypeVar("T")
 
@@ -56,6 +56,17 @@ def from_mapping(cls: type[T], values: Mapping[str, Any] | None, *, where: str) 
 def sandbox_config(trainer_config: Any) -> SandboxConfig:
     """``agentrl.sandbox`` of a trainer config, environment overrides applied: one block for tool and reward."""
     return SandboxConfig.from_dict(section(trainer_config, "sandbox"))
+
+
+def redacted(trainer_config: Any, *, resolve: bool = False) -> Any:
+    """A copy of a trainer config to print: every set ``agentrl.sandbox`` secret (``token``) shown as ``'***'``."""
+    from omegaconf import OmegaConf  # as in to_plain: this module stays cheap to import
+
+    plain = OmegaConf.to_container(trainer_config, resolve=resolve)
+    sandbox = (plain.get(names.CONFIG_NAMESPACE) or {}).get("sandbox") if isinstance(plain, dict) else None
+    if isinstance(sandbox, dict):
+        sandbox.update({k: REDACTED for k in SECRET_KEYS if sandbox.get(k)})
+    return OmegaConf.create(plain)
 
 
 # Section name -> dataclass, for `configs check`. Components add their section here when they define one.

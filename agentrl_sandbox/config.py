@@ -15,9 +15,13 @@ from typing import Any
 ENV_SANDBOX_URL = "AGENTRL_SANDBOX_URL"  # one endpoint for the tool and the code reward
 ENV_SANDBOX_BACKEND = "AGENTRL_SANDBOX_BACKEND"  # local | sandbox_fusion | subprocess
 ENV_SANDBOX_TOKEN = "AGENTRL_SANDBOX_TOKEN"  # shared token of `sandbox serve --token-file` (client and server)
+# a file holding that token: the form the launcher ships to Ray workers (a runtime env is printed; the token is not)
+ENV_SANDBOX_TOKEN_FILE = "AGENTRL_SANDBOX_TOKEN_FILE"
 ENV_SANDBOX_RUNTIME = "AGENTRL_SANDBOX_RUNTIME"  # the sandbox's own Python packages (default <venv>/agentrl-sandbox)
 ENV_SANDBOX_POOL_SIZE = "AGENTRL_SANDBOX_POOL_SIZE"  # pool_size, shipped to every worker by the recipe's launcher
 ENV_SANDBOX_PROCESSES_PER_NODE = "AGENTRL_SANDBOX_PROCESSES_PER_NODE"  # sandbox-using processes per node (pool sizing)
+REDACTED = "***"  # what a config dump, report or log line shows for a token
+SECRET_KEYS = ("token",)  # agentrl.sandbox keys never printed, logged or stored
 
 
 @dataclasses.dataclass
@@ -42,8 +46,9 @@ class SandboxConfig:
     retries: int = 3  # sandbox_fusion client: retries on connection errors / 5xx
     request_deadline_s: float = 120.0  # sandbox_fusion client: total deadline per call, retries included
     # sandbox_fusion client, our additions (the paper and the released code had one open server): the shared token of
-    # `agentrl-recipe sandbox serve --token-file`, given here, in `token_file`, or in env AGENTRL_SANDBOX_TOKEN.
-    token: str | None = None
+    # `agentrl-recipe sandbox serve --token-file`, given here, in `token_file`, or in env AGENTRL_SANDBOX_TOKEN /
+    # AGENTRL_SANDBOX_TOKEN_FILE. Prefer token_file: a config's values are printed by verl's config dump.
+    token: str | None = dataclasses.field(default=None, repr=False)
     token_file: str | None = None
     health_interval_s: float = 2.0  # how often a server taken out of the fleet is pinged (/v1/ping) to re-admit it
 
@@ -81,5 +86,15 @@ class SandboxConfig:
         env_url = os.environ.get(ENV_SANDBOX_URL)
         backend = os.environ.get(ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if env_url else self.backend)
         token = os.environ.get(ENV_SANDBOX_TOKEN) or self.token
+        token_file = os.environ.get(ENV_SANDBOX_TOKEN_FILE) or self.token_file
         pool_size = int(os.environ.get(ENV_SANDBOX_POOL_SIZE) or 0) or self.pool_size
-        return dataclasses.replace(self, url=env_url or self.url, backend=backend, token=token, pool_size=pool_size)
+        return dataclasses.replace(
+            self, url=env_url or self.url, backend=backend, token=token, token_file=token_file, pool_size=pool_size
+        )
+
+
+def redacted(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``values`` (an ``agentrl.sandbox`` mapping) with every set secret shown as ``'***'``: for dumps and reports."""
+    if values is None:
+        return None
+    return {k: REDACTED if k in SECRET_KEYS and v else v for k, v in values.items()}

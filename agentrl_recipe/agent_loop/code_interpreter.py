@@ -8,7 +8,10 @@ memory, return stdout + stderr. Two behaviours follow ``agentrl.compat`` unless 
 ``ast``; see :mod:`agentrl_recipe.agent_loop.code_prep`) and ``failure_reply`` (``no_stdout``: the released bare
 "no stdout here" on a timeout or sandbox failure, partial output dropped; ``explain``: the partial output and why).
 The tool YAML is loaded apart from the trainer config, so ``agentrl_tool_agent`` hands the tool the trainer's
-``agentrl.compat`` (:meth:`CodeInterpreterTool.use_compat`); the tool YAML's own ``compat`` key wins when set.
+``agentrl.compat`` (:meth:`CodeInterpreterTool.use_compat`); the tool YAML's own ``compat`` key wins when set. It
+hands the trainer's ``agentrl.sandbox`` the same way (:meth:`CodeInterpreterTool.use_sandbox`: url, backend, token
+file, ... reach every tool call as they reach the code reward); keys set in the tool YAML's ``sandbox:`` block win
+over the trainer's, and the ``AGENTRL_SANDBOX_*`` environment variables over both.
 verl's ``max_tool_response_length`` truncation stays in the agent loop config.
 
 Every call returns metrics ``{"status", "latency_s", ...}`` (the agent loop logs them); ``status`` is the sandbox
@@ -31,6 +34,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 from verl.tools.base_tool import BaseTool
@@ -84,7 +88,8 @@ class CodeInterpreterConfig:
     max_sessions: int = 1024  # stateful: trajectories remembered per worker (LRU)
     session_ttl_s: float = 1800.0  # stateful: forget a trajectory idle this long
     max_history_cells: int = 32  # stateful: cells replayed at most (the oldest are dropped)
-    sandbox: dict[str, Any] | None = None  # overrides of agentrl.sandbox for this tool (default: env + defaults)
+    # keys of agentrl.sandbox for this tool only; they win over the trainer's agentrl.sandbox (env wins over both)
+    sandbox: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -107,7 +112,8 @@ class CodeInterpreterTool(BaseTool):
         if s.timeout_s <= 0 or s.memory_mb <= 0 or s.max_concurrency < 1:
             raise ValueError(f"{names.TOOL_NAME}: timeout_s, memory_mb and max_concurrency must be positive")
         self.use_compat(compat.DEFAULT_MODE)
-        self.sandbox_config = SandboxConfig.from_dict(s.sandbox)
+        self._sandbox_keys = dict(s.sandbox or {})  # the mapping sandbox_config was built from (trainer's + YAML's)
+        self.sandbox_config = SandboxConfig.from_dict(self._sandbox_keys)
         self._sandbox: Sandbox | None = None
         self._sem = asyncio.Semaphore(s.max_concurrency)
         self._global = GlobalLimiter.maybe(s.global_max_concurrency)
@@ -127,6 +133,19 @@ class CodeInterpreterTool(BaseTool):
                 f"{names.TOOL_NAME}: auto_print must be one of {AUTO_PRINT_MODES} (or true/false) and failure_reply "
                 f"one of {FAILURE_REPLIES}; got {s.auto_print!r}, {s.failure_reply!r}"
             )
+
+    def use_sandbox(self, trainer_sandbox: Mapping[str, Any]) -> None:
+        """Take the trainer's ``agentrl.sandbox``; the tool YAML's own ``sandbox:`` keys win where set.
+
+        The agent loop calls this for every trajectory: the same block again costs a dict comparison. Another block
+        once the sandbox has started is refused (it would run calls somewhere the config no longer says)."""
+        keys = {**trainer_sandbox, **(self.settings.sandbox or {})}
+        if keys == self._sandbox_keys:
+            return
+        cfg = SandboxConfig.from_dict(keys)
+        if self._sandbox is not None and cfg != self.sandbox_config:
+            raise RuntimeError(f"{names.TOOL_NAME}: agentrl.sandbox changed after the sandbox started")
+        self._sandbox_keys, self.sandbox_config = keys, cfg
 
     @property
     def sandbox(self) -> Sandbox:

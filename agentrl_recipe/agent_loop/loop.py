@@ -42,6 +42,7 @@ from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
 from agentrl_recipe import compat, log_filters, names, tasks, trace
+from agentrl_recipe import config as agentrl_config
 from agentrl_recipe.agent_loop.render_cache import memoize_renders
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
 from agentrl_recipe.agent_loop.trajectory import Trajectory
@@ -97,9 +98,12 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         super().__init__(*args, **kwargs)
         self.settings = AgentLoopSettings.from_trainer_config(self.config)
         mode = compat.mode_of(self.config)
-        for tool in self.tools.values():  # the tool YAML cannot see the trainer config: hand it agentrl.compat
+        sandbox = agentrl_config.section(self.config, "sandbox")
+        for tool in self.tools.values():  # the tool YAML cannot see the trainer config: hand it agentrl.compat/sandbox
             if hasattr(tool, "use_compat"):
                 tool.use_compat(mode)
+            if hasattr(tool, "use_sandbox"):
+                tool.use_sandbox(sandbox)
         if self.settings.memoize_renders:
             memoize_renders(self.continuous_token_builder)
         # Block-level checks know the hermes syntax only; other parsers still get the semantic checks (check_call).

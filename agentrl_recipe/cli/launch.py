@@ -12,7 +12,8 @@ composed config, the check report and the command, and exits — on any machine,
   plugin reaches every Ray worker through the ``verl.plugins`` entry point (the package must be installed on every
   node); the launcher also sets ``VERL_USE_EXTERNAL_MODULES=agentrl_recipe.plugin`` so a worker that cannot import
   the plugin fails loudly instead of training without it. With ``RAY_ADDRESS`` set (an existing cluster) the same
-  variable, and ``AGENTRL_SANDBOX_URL`` when given, go into ``ray_kwargs.ray_init.runtime_env.env_vars``: remote
+  variable, and the sandbox's url / backend / pool size / token FILE path when given (never a token: a literal
+  ``agentrl.sandbox.token`` stops the launch), go into ``ray_kwargs.ray_init.runtime_env.env_vars``: remote
   workers do not inherit the driver's environment. Relative paths are made absolute, because Ray workers do not run
   in the driver's working directory (on a cluster they must lie on a filesystem every node sees).
 - **rl-smoke** builds the tiny offline model and a 16-row RL parquet under ``outputs/rl_smoke/`` (CPU, seconds:
@@ -38,6 +39,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from agentrl_recipe import config as agentrl_config
 from agentrl_recipe import names
 from agentrl_recipe.cli import preflight
 from agentrl_recipe.cli.configs.checks import check, resolved
@@ -201,7 +203,11 @@ def main(args: argparse.Namespace) -> int:
         return 2
     runs = []
     if report.kind == stage:  # it composed: show the commands even when the check failed
-        runs = _build_runs(args, stage, name, overrides)
+        try:
+            runs = _build_runs(args, stage, name, overrides)
+        except ValueError as exc:  # launch_env.sandbox_token_env: a literal token in the config
+            print(f"not launching: {exc}", file=sys.stderr)
+            return 2
         for command, env in runs:
             env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
             print("command:", (env_prefix + " " if env_prefix else "") + shlex.join(command))
@@ -268,9 +274,9 @@ def _smoke_rows() -> list[dict]:
 def _print_composed(name: str, overrides: list[str]) -> None:
     cfg, _ = compose(name, overrides)
     try:
-        print(OmegaConf.to_yaml(cfg, resolve=True), end="")
+        print(OmegaConf.to_yaml(agentrl_config.redacted(cfg, resolve=True)), end="")
     except Exception:  # a mandatory ??? value or a bad interpolation: the report below names it
-        print(OmegaConf.to_yaml(cfg), end="")
+        print(OmegaConf.to_yaml(agentrl_config.redacted(cfg, resolve=False)), end="")
 
 
 def _build_runs(

@@ -1,6 +1,7 @@
 """The environment of a launch: verl's platform for a CPU config, where verl's file logger writes, and for RL the
 plugin every worker must load (``VERL_USE_EXTERNAL_MODULES``), the variables forwarded to the workers, and the
-sandbox's url, backend and pool size (the tool reads only its own YAML, so they travel as environment variables)."""
+sandbox's url, backend, pool size and token FILE (never the token: a Ray runtime env is printed, and so is the trainer
+config by verl's ``main_ppo``, which is why a literal ``agentrl.sandbox.token`` stops an RL launch)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_POOL_SIZE,
     ENV_SANDBOX_PROCESSES_PER_NODE,
+    ENV_SANDBOX_TOKEN_FILE,
     ENV_SANDBOX_URL,
 )
 from verl_cpu import names as cpu_names
@@ -57,7 +59,23 @@ def rl_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
         env[ENV_SANDBOX_URL] = url
     if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(ENV_SANDBOX_BACKEND)):
         env[ENV_SANDBOX_BACKEND] = os.environ.get(ENV_SANDBOX_BACKEND) or sandbox["backend"]
+    env.update(sandbox_token_env(sandbox))
     return env
+
+
+TOKEN_IN_CONFIG = (
+    "agentrl.sandbox.token is set: verl's main_ppo prints the whole trainer config, token included. Write the token "
+    f"to a file (chmod 600) and set agentrl.sandbox.token_file=<path> or {ENV_SANDBOX_TOKEN_FILE}=<path> instead"
+)
+
+
+def sandbox_token_env(sandbox: dict[str, Any]) -> dict[str, str]:
+    """The token FILE's absolute path for every worker (``$AGENTRL_SANDBOX_TOKEN_FILE`` wins over
+    ``agentrl.sandbox.token_file``); a literal ``agentrl.sandbox.token`` is refused (ValueError)."""
+    if sandbox.get("token"):
+        raise ValueError(TOKEN_IN_CONFIG)
+    path = os.environ.get(ENV_SANDBOX_TOKEN_FILE) or sandbox.get("token_file")
+    return {ENV_SANDBOX_TOKEN_FILE: str(Path(path).resolve())} if path else {}
 
 
 def sandbox_pool_env(cfg: Any, sandbox: dict[str, Any]) -> dict[str, str]:

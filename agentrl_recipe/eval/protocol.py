@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from agentrl_sandbox.config import redacted
+
 # key -> paper value; protocol_deviations() reports every key of a run that differs.
 PAPER_PROTOCOL: dict[str, Any] = {
     "n_samples": 32,
@@ -98,6 +100,7 @@ class EvalConfig:
         """The fields that define the protocol, stored in the report and checked on resume."""
         d = dataclasses.asdict(self)
         d["served_model_name"] = self.served_model_name or self.model
+        d["sandbox"] = redacted(d["sandbox"])  # the report is shared: a --sandbox token shows as '***'
         return d
 
 

@@ -22,6 +22,7 @@ from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval.dump import atomic_write_text
 from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.protocol import EvalConfig
+from agentrl_sandbox.config import SECRET_KEYS
 from verl_cpu.token_output import ContextLimits
 
 TOOL_CONFIG_FILE = "tool_config.yaml"
@@ -73,8 +74,9 @@ def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
         found = True
         tool_cfg = entry.setdefault("config", {})
         tool_cfg["timeout_s"] = cfg.tool_timeout_s
-        if cfg.sandbox:
-            tool_cfg["sandbox"] = {**(tool_cfg.get("sandbox") or {}), **cfg.sandbox}
+        public = {k: v for k, v in (cfg.sandbox or {}).items() if k not in SECRET_KEYS}  # the token: in memory only
+        if public:
+            tool_cfg["sandbox"] = {**(tool_cfg.get("sandbox") or {}), **public}
     if not found:
         raise ValueError(f"{source}: no tool named {names.TOOL_NAME!r}")
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +95,10 @@ def compose_eval_config(cfg: EvalConfig) -> Any:
         prompt_length=cfg.max_prompt_length,
         response_length=cfg.max_response_length,
     )
+    if cfg.sandbox:  # the tool takes agentrl.sandbox from this config (a token never goes into the tool YAML file)
+        with open_dict(verl_cfg):
+            key = f"{names.CONFIG_NAMESPACE}.sandbox"
+            OmegaConf.update(verl_cfg, key, dict(cfg.sandbox), merge=True, force_add=True)
     multi_turn = verl_cfg.actor_rollout_ref.rollout.multi_turn
     if multi_turn.get("tool_config_path"):
         source = resolve_config_path(multi_turn.tool_config_path)

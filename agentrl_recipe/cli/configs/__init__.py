@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from agentrl_recipe import config as agentrl_config
 from agentrl_recipe.cli.configs.checks import check
 from agentrl_recipe.cli.configs.files import compose, kind_of_file, list_configs, locate
 from agentrl_recipe.config_paths import config_dir
@@ -77,7 +78,7 @@ def _show_main(args: argparse.Namespace) -> int:
         print(locate(args.name)[2].read_text(), end="")
         return 0
     cfg, _ = compose(args.name, args.overrides)
-    print(OmegaConf.to_yaml(cfg, resolve=args.resolve), end="")
+    print(OmegaConf.to_yaml(agentrl_config.redacted(cfg, resolve=args.resolve)), end="")
     return 0
 
 

@@ -8,11 +8,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from agentrl_recipe import names
-from agentrl_recipe.cli.launch_env import PLUGIN_MODULE, rl_env
+from agentrl_recipe.cli.launch_env import PLUGIN_MODULE, TOKEN_IN_CONFIG, rl_env
 from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_POOL_SIZE,
     ENV_SANDBOX_PROCESSES_PER_NODE,
+    ENV_SANDBOX_TOKEN,
+    ENV_SANDBOX_TOKEN_FILE,
     ENV_SANDBOX_URL,
 )
 from verl_cpu import names as cpu_names
@@ -33,7 +35,8 @@ def cfg(device: str = "cuda", sandbox: dict | None = None, logger: list[str] | N
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("VERL_USE_EXTERNAL_MODULES", "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", names.ENV_TRACE_DIR):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.delenv(ENV_SANDBOX_BACKEND, raising=False)
+    for key in (ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
+        monkeypatch.delenv(key, raising=False)
 
 
 def test_a_gpu_launch_with_the_local_sandbox() -> None:
@@ -58,3 +61,20 @@ def test_cpu_file_logger_forwarded_variables_and_a_remote_sandbox(
     assert (env[ENV_SANDBOX_URL], env[ENV_SANDBOX_BACKEND]) == ("http://config:1", "sandbox_fusion")
     assert env[ENV_SANDBOX_POOL_SIZE] == "3"
     assert rl_env(cfg(sandbox=sandbox), "http://flag:2")[ENV_SANDBOX_URL] == "http://flag:2"  # SANDBOX_URL= wins
+
+
+def test_the_token_file_path_travels_and_the_token_never_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ENV_SANDBOX_TOKEN, "exported-secret")  # local workers inherit it; it is never shipped
+    sandbox = {"backend": "sandbox_fusion", "url": "http://s:1", "token_file": "secrets/sandbox.token"}
+    env = rl_env(cfg(sandbox=sandbox), None)
+    assert env[ENV_SANDBOX_TOKEN_FILE] == str(tmp_path / "secrets" / "sandbox.token")  # absolute: workers' cwd differs
+    assert ENV_SANDBOX_TOKEN not in env and "exported-secret" not in repr(env)
+    monkeypatch.setenv(ENV_SANDBOX_TOKEN_FILE, "/etc/agentrl/sandbox.token")  # the driver's variable wins
+    assert rl_env(cfg(sandbox=sandbox), None)[ENV_SANDBOX_TOKEN_FILE] == "/etc/agentrl/sandbox.token"
+
+
+def test_a_token_in_the_trainer_config_stops_the_launch() -> None:
+    with pytest.raises(ValueError) as refused:
+        rl_env(cfg(sandbox={"backend": "sandbox_fusion", "url": "http://s:1", "token": "in-config"}), None)
+    assert str(refused.value) == TOKEN_IN_CONFIG and "in-config" not in TOKEN_IN_CONFIG

@@ -69,3 +69,15 @@ def test_openai_backend_client(tiny_model_dir: Path, tmp_path: Path) -> None:
     assert payload["max_tokens"] == 20480 and payload["top_p"] == 0.6 and payload["prompt"] == [1, 2, 3]
     with pytest.raises(ValueError, match="needs server_url"):
         EvalConfig(model="m", data=["x"], out_dir="o", backend="openai")
+
+
+def test_a_sandbox_token_stays_in_memory(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``eval --sandbox '{"token": ...}'``: the report's protocol shows '***', the run folder's tool YAML has no
+    token, and the tool gets it from the composed config's agentrl.sandbox (CodeInterpreterTool.use_sandbox)."""
+    sandbox = {"backend": "sandbox_fusion", "url": "http://s:1", "token": "eval-secret"}
+    cfg = EvalConfig(model=str(tiny_model_dir), data=["x"], out_dir=str(tmp_path), sandbox=sandbox)
+    assert cfg.protocol()["sandbox"] == {"backend": "sandbox_fusion", "url": "http://s:1", "token": "***"}
+    verl_cfg = compose_eval_config(cfg)
+    assert {k: verl_cfg.agentrl.sandbox[k] for k in sandbox} == sandbox
+    tool_yaml = Path(verl_cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path).read_text()
+    assert "url: http://s:1" in tool_yaml and "eval-secret" not in tool_yaml and "token" not in tool_yaml
