@@ -1,9 +1,9 @@
 """``agentrl-sandbox {run,serve,check,bench}`` (also ``agentrl-recipe sandbox ...``).
 
     echo 'print(1+1)' | agentrl-sandbox run            # JSON ExecResult on stdout
-    agentrl-sandbox serve --host 0.0.0.0 --port 8080   # SandboxFusion /run_code API on the local pool
+    agentrl-sandbox serve --port 8080                  # SandboxFusion /run_code API on the local pool (127.0.0.1)
     agentrl-sandbox check                              # health check of the configured backend
-    agentrl-sandbox serve --host 0.0.0.0 --token-file /etc/agentrl/sandbox.token --max-queue 64
+    agentrl-sandbox serve --host 0.0.0.0 --token-file /etc/agentrl/sandbox.token --max-queue 64  # no token: refused
     agentrl-sandbox bench --url http://n1:8080,http://n2:8080 --token-file … --calls 2000 --concurrency 256
 
 Exit status of ``run``: 0 ok, 1 the code failed (runtime error, timeout, memory, output cap), 2 the sandbox failed.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import json
 import os
 import sys
@@ -49,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--max-files", type=int, default=limits.max_files)
     serve.add_argument("--max-files-bytes", type=int, default=limits.max_files_bytes)
     serve.add_argument("--max-queue", type=int, default=None, help="503 beyond pool size + this (default 8 x pool)")
+    serve.add_argument(
+        "--body-timeout-s", type=float, default=limits.body_timeout_s, help="408 when a body takes longer to arrive"
+    )
+    serve.add_argument(
+        "--insecure", action="store_true", help="serve a non-loopback address without a token (anyone may run code)"
+    )
 
     bench = sub.add_parser("bench", help="measure a deployed fleet (calls/s, p50/p99, per-server split)")
     bench.add_argument("--workload", choices=("trivial", "numpy_sympy"), default="trivial")
@@ -134,6 +141,11 @@ def _server_limits(args: argparse.Namespace) -> ServerLimits:
         if token is None:
             raise ValueError(f"--token-file {args.token_file} is empty")
     token = token or os.environ.get(ENV_SANDBOX_TOKEN) or None
+    if token is None and not args.insecure and not is_loopback(args.host):
+        raise ValueError(
+            f"refusing to serve {args.host} without a token (anyone who reaches it runs code): give --token-file FILE "
+            f"or ${ENV_SANDBOX_TOKEN}, bind 127.0.0.1, or pass --insecure"
+        )
     return ServerLimits(
         token=token,
         max_body_bytes=args.max_body_bytes,
@@ -142,7 +154,18 @@ def _server_limits(args: argparse.Namespace) -> ServerLimits:
         max_files=args.max_files,
         max_files_bytes=args.max_files_bytes,
         max_queue=args.max_queue,
+        body_timeout_s=args.body_timeout_s,
     )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` binds this machine only (``localhost`` or a loopback IP; a name or ``0.0.0.0`` is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _bench(args: argparse.Namespace) -> int:

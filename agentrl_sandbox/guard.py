@@ -7,7 +7,9 @@ middleware in front of the FastAPI app that refuses a request before any of it i
   liveness probe and reveals nothing);
 * the body is over ``max_body_bytes`` (by its Content-Length, or while reading a chunked one) -> 413;
 * ``capacity + max_queue`` requests are already admitted -> 503 with ``Retry-After`` (our client backs off and tries
-  another server).
+  another server);
+* an admitted request's body has not fully arrived within ``body_timeout_s`` -> 408 and the connection closes, so a
+  client that sends headers and stalls cannot hold an admission slot.
 
 Per-field limits (code, stdin, files) are checked by the app once the body is parsed (:func:`field_violation`). With
 no token set the endpoint speaks plain SandboxFusion, so SandboxFusion's own client keeps working.
@@ -15,6 +17,7 @@ no token set the endpoint speaks plain SandboxFusion, so SandboxFusion's own cli
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hmac
 import json
@@ -45,6 +48,7 @@ class ServerLimits:
     max_files_bytes: int = 32 << 20  # decoded size of all files together
     max_queue: int | None = None  # admitted requests beyond the pool size; None = 8 × capacity
     retry_after_s: int = 1  # the Retry-After header of a 503
+    body_timeout_s: float = 10.0  # the whole body must arrive within this (a LAN moves 48 MiB in well under 10 s)
 
     def queue_bound(self, capacity: int) -> int:
         return 8 * capacity if self.max_queue is None else self.max_queue
@@ -53,6 +57,8 @@ class ServerLimits:
         for key in ("max_body_bytes", "max_code_bytes", "max_stdin_bytes", "max_files_bytes", "retry_after_s"):
             if getattr(self, key) < 1:
                 raise ValueError(f"sandbox server limit {key} must be >= 1, got {getattr(self, key)}")
+        if not self.body_timeout_s > 0:
+            raise ValueError(f"sandbox server limit body_timeout_s must be > 0, got {self.body_timeout_s}")
         if self.max_files < 0 or (self.max_queue is not None and self.max_queue < 0):
             raise ValueError("sandbox server limits max_files and max_queue must be >= 0")
         if self.token is not None and not self.token.strip():
@@ -110,7 +116,13 @@ class GuardMiddleware:
             return
         self.metrics.in_flight += 1
         try:
-            body = await self._read_body(scope, receive)
+            try:
+                body = await asyncio.wait_for(self._read_body(scope, receive), self.limits.body_timeout_s)
+            except TimeoutError:
+                self.metrics.reject("body_timeout")
+                detail = f"request body not received within {self.limits.body_timeout_s:g} s (--body-timeout-s)"
+                await _reply(send, 408, detail, [(b"connection", b"close")])
+                return
             if body is None:
                 self.metrics.reject("too_large")
                 limit = self.limits.max_body_bytes

@@ -1,16 +1,22 @@
 """``sandbox serve``'s guard, on the real local pool: token (401), size limits (413), bounded queue (503 + Retry-After
-and our client's back-off), Prometheus ``/metrics``; SandboxFusion's own client still works when no token is set."""
+and our client's back-off), a stalled body (408), Prometheus ``/metrics``; SandboxFusion's own client still works when
+no token is set; no token on a public address is refused."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
+import socket
+import time
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sandbox_test_helpers import serve
 
-from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox import cli
+from agentrl_sandbox.config import ENV_SANDBOX_TOKEN, SandboxConfig
 from agentrl_sandbox.fusion_client import SandboxFusionClient
 from agentrl_sandbox.guard import ServerLimits
 from agentrl_sandbox.server import create_app
@@ -107,3 +113,46 @@ def test_metrics_parse_as_prometheus_text(guarded_url):
     count = next(s.value for s in histogram if s.name.endswith("_count"))
     inf = next(s.value for s in histogram if s.labels.get("le") == "+Inf")
     assert count == inf == sum(calls.values())
+
+
+def test_a_stalled_body_is_408_and_frees_its_slot(pool):
+    """A client that sends headers and stalls holds the only slot (capacity 1, no queue) for body_timeout_s, no more."""
+    limits = ServerLimits(max_queue=0, body_timeout_s=1.0)
+    with serve(create_app(pool, limits=limits, capacity=1)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        stalled = socket.create_connection((host, int(port)), timeout=10)
+        try:
+            started = time.monotonic()
+            stalled.sendall(b"POST /run_code HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            time.sleep(0.3)  # admitted, waiting for the other 99 bytes
+            assert httpx.post(f"{url}/run_code", json={"code": "print(1)"}).status_code == 503
+            reply = b""
+            while chunk := stalled.recv(4096):  # to the close the 408 asks for
+                reply += chunk
+            waited = time.monotonic() - started
+        finally:
+            stalled.close()
+        head, _, body = reply.decode().partition("\r\n\r\n")
+        assert head.startswith("HTTP/1.1 408 ") and "connection: close" in head
+        assert json.loads(body) == {"detail": "request body not received within 1 s (--body-timeout-s)"}
+        assert 1.0 <= waited < 4.0  # body_timeout_s after admission, not the client's 10 s socket timeout
+        after = httpx.post(f"{url}/run_code", json={"code": "print(1)"})
+        assert (after.status_code, after.json()["run_result"]["stdout"]) == (200, "1\n")
+        metrics = httpx.get(f"{url}/metrics").text
+        assert 'agentrl_sandbox_rejected_total{reason="body_timeout"} 1' in metrics
+
+
+def test_serve_refuses_a_public_address_without_a_token(monkeypatch, capsys):
+    monkeypatch.delenv(ENV_SANDBOX_TOKEN, raising=False)
+    assert cli.console(["serve", "--host", "0.0.0.0"]) == 2
+    assert capsys.readouterr().err == (
+        "agentrl-sandbox serve: refusing to serve 0.0.0.0 without a token (anyone who reaches it runs code): give "
+        f"--token-file FILE or ${ENV_SANDBOX_TOKEN}, bind 127.0.0.1, or pass --insecure\n"
+    )
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    insecure = cli._server_limits(parser.parse_args(["serve", "--host", "0.0.0.0", "--insecure"]))
+    assert insecure.token is None
+    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
+        assert cli._server_limits(parser.parse_args(["serve", "--host", host])).token is None
+    assert [cli.is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "node1", "")] == [False] * 5
