@@ -2,12 +2,7 @@
 avg@k / unbiased pass@k / maj@k with bootstrap CIs, an offline LiveCodeBench scorer, tool-use statistics, and a
 report (JSON + PNG plots + a Table-2-style Markdown table).
 
-    from agentrl_recipe.eval import EvalConfig
-    from agentrl_recipe.eval import run_eval
+    from agentrl_recipe.eval.protocol import EvalConfig
+    from agentrl_recipe.eval.runner import run_eval
     report = run_eval(EvalConfig(model="path/to/model", data=["eval.parquet"], out_dir="runs/eval/x"))
 """
-
-from agentrl_recipe.eval.protocol import PAPER_PROTOCOL, EvalConfig
-from agentrl_recipe.eval.runner import run_eval, write_report
-
-__all__ = ["PAPER_PROTOCOL", "EvalConfig", "run_eval", "write_report"]

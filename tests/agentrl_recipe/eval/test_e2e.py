@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from agentrl_recipe.cli import eval as eval_cli
-from agentrl_recipe.eval import EvalConfig, run_eval
 from agentrl_recipe.eval.dump import RolloutDump
-from agentrl_recipe.eval.runner import DUMP_FILE
+from agentrl_recipe.eval.protocol import EvalConfig
+from agentrl_recipe.eval.runner import DUMP_FILE, run_eval
 from agentrl_recipe.eval.sampling import RolloutGenerator, compose_eval_config
 
 TOOL_CALL = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(17 * 12 + 0)"}}\n</tool_call>'

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrl_recipe.eval import EvalConfig, run_eval
+from agentrl_recipe.eval.protocol import EvalConfig
+from agentrl_recipe.eval.runner import run_eval
 
 pytestmark = pytest.mark.gpu
 SERVER_START_TIMEOUT_S = 420

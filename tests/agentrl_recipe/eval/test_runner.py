@@ -9,9 +9,9 @@ import pytest
 from eval_helpers import ScriptedGenerator
 
 from agentrl_recipe.cli import eval as eval_cli
-from agentrl_recipe.eval import EvalConfig, run_eval
 from agentrl_recipe.eval.dump import RolloutDump
-from agentrl_recipe.eval.runner import DUMP_FILE
+from agentrl_recipe.eval.protocol import EvalConfig
+from agentrl_recipe.eval.runner import DUMP_FILE, run_eval
 
 N = 4
 PLOTS = {

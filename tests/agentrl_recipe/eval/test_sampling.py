@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrl_recipe.eval import EvalConfig
+from agentrl_recipe.eval.protocol import EvalConfig
 from agentrl_recipe.eval.sampling import compose_eval_config, make_client
 
 
