@@ -2,36 +2,112 @@
 
 colocate_async runs for 3 steps and separate_async (``+recipe/async=separate_async_cpu``: a standalone agentrl_hf
 replica in its own processes, weights sent by the ``agentrl_ray`` checkpoint engine) for 2, each with a trajectory
-mask on; everything is asserted from the runs' own outputs (verl's file-logger metrics and the component markers of
-agentrl_recipe/trace.py).
+mask on; colocate_async also with RoC and the void-turn and infra masks. Every tool call sleeps ``TOOL_SLEEP_S`` in
+the benchmark's long-tail tool (benchmarks/long_tail_tool.py), so weight updates land while trajectories are
+between turns or generating, and the tool records each execution. Everything is asserted from the runs' own outputs:
+verl's file-logger metrics, its rollout dump, the tool's execution records and the component markers of
+agentrl_recipe/trace.py.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from trainer_helpers import launch, metrics, tail
+from trainer_helpers import REPO, launch, metrics, tail
 
 from agentrl_recipe import trace
+from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
+from agentrl_recipe.cli.configs.files import compose
 from verl_cpu import names as cpu_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
 STEPS = 3
+# Every tool call sleeps this long: longer than a CPU step's update and weight sync, so a trajectory of the next batch
+# that calls its tool while the previous step trains resumes generating under the new weights (partial rollout). With
+# 2 s no trajectory spanned two versions (colocate_async 3 steps, separate_async 2: verl's trajectory_spans/max 1).
+TOOL_SLEEP_S = 10.0
+TOOL_YAML = REPO / "verl_configs/tools/code_interpreter.yaml"
+# colocate_async: RoC (keep 2 of rollout.n 4) and the void-turn and infra masks too, all in AgentRLReplayBufferAsync
+ROC_AND_MASKS = ("agentrl.roc.enable=true", "agentrl.roc.keep_per_group=2", "agentrl.masks.void_turn=true",
+                 "agentrl.masks.infra_failure=true")  # fmt: skip
 
 
-def _async_run(mode: str, steps: int, model: Path, inputs, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _slow_tool_yaml(run: Path) -> Path:
+    """The shipped code_interpreter YAML with the long-tail subclass (every call slow, each execution recorded)."""
+    text, n = re.subn(r"class_name: \S+", "class_name: long_tail_tool.LongTailCodeInterpreter", TOOL_YAML.read_text())
+    assert n == 1, TOOL_YAML
+    path = run / "code_interpreter_slow.yaml"
+    path.write_text(text)
+    return path
+
+
+def _async_run(
+    mode: str, steps: int, model: Path, inputs, tmp_path_factory: pytest.TempPathFactory, *extra: str
+) -> Path:
     """`make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=<mode>` for ``steps`` steps with the overlong mask on."""
     run = tmp_path_factory.mktemp(f"rl_{mode}")
     args = [
         "--model", str(model), "--data", str(inputs.rl_train), "--val-data", str(inputs.rl_val),
         f"+recipe/async={mode}", f"trainer.total_training_steps={steps}", "trainer.save_freq=-1",
         f"trainer.default_local_dir={run / 'ckpt'}", "agentrl.masks.overlong_filter=true",
+        f"trainer.rollout_data_dir={run / 'rollouts'}", "data.shuffle=false",
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={_slow_tool_yaml(run)}", *extra,
     ]  # fmt: skip
-    proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900)
+    env = {
+        "PYTHONPATH": str(REPO / "benchmarks"),
+        "AGENTRL_BENCH_TAIL_EVERY": "1",
+        "AGENTRL_BENCH_TAIL_S": str(TOOL_SLEEP_S),
+        "AGENTRL_BENCH_EXEC_DIR": str(run / "tool_executions"),
+    }
+    proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900, extra_env=env)
     assert proc.returncode == 0, tail(proc)
     return run
+
+
+def _dumped_trajectories(run: Path) -> dict[int, int]:
+    """Trajectories trained per step, counted from verl's rollout dump (trainer.rollout_data_dir)."""
+    return {int(p.stem): len(p.read_text().splitlines()) for p in (run / "rollouts").glob("*.jsonl")}
+
+
+def _updates_per_step(mode: str) -> int:
+    """Actor updates per step: train_batch_size / ppo_mini_batch_size × ppo_epochs (separate_async: one per sample
+    call, parameter_sync_step of them, the same count)."""
+    cfg, _ = compose("agentrl_rl_cpu")
+    actor = cfg.actor_rollout_ref.actor
+    return cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
+
+
+def _assert_step_counts_are_the_steps(run: Path, mode: str) -> None:
+    """The step's counts are its totals: the masked trajectories are the masked ratio of the trajectories verl dumped
+    for the step, and the loss tokens the buffer kept are verl's own token-mean denominator of the step's updates."""
+    steps, dumped = metrics(run), _dumped_trajectories(run)
+    assert sorted(dumped) == sorted(steps), (sorted(dumped), sorted(steps))
+    cfg, _ = compose("agentrl_rl_cpu")
+    assert set(dumped.values()) == {cfg.data.train_batch_size * cfg.actor_rollout_ref.rollout.n}, dumped
+    for number, step in steps.items():
+        n = dumped[number]
+        masked = step["training/masks/masked_trajectories"]
+        assert masked == round(step["training/masks/masked_ratio"] * n), (number, masked, n)
+        assert masked >= round(step["training/masks/overlong_filter_ratio"] * n)
+        dropped = step.get("training/roc/dropped_trajectories", 0.0)
+        assert masked + dropped <= n
+        assert step[LOSS_TOKENS_PER_UPDATE] * _updates_per_step(mode) == step["training/masks/loss_tokens_kept"], step
+        assert (step["training/masks/loss_tokens_kept"] < step["training/masks/loss_tokens"]) == (masked + dropped > 0)
+
+
+def _assert_each_tool_call_ran_once(run: Path, steps: dict[int, dict]) -> None:
+    """Counted at the tool: one execution record per call (tool instance), none twice; the trained trajectories'
+    calls (the steps' summed agentrl_tools/status/* counts) are among them."""
+    records = [json.loads(p.read_text()) for p in (run / "tool_executions").glob("*.json")]
+    per_call = Counter(r["instance_id"] for r in records)
+    assert records and max(per_call.values()) == 1, per_call.most_common(3)
+    trained = sum(v for s in steps.values() for k, v in s.items() if k.startswith("agentrl_tools/status/"))
+    assert 0 < trained <= len(records), (trained, len(records))
 
 
 def _trained_every_step_with_the_async_buffer(run: Path, n_steps: int) -> dict[int, dict]:
@@ -45,12 +121,17 @@ def _trained_every_step_with_the_async_buffer(run: Path, n_steps: int) -> dict[i
 
 @pytest.fixture(scope="module")
 def colocate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _async_run("colocate_async", STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory)
+    return _async_run("colocate_async", STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory, *ROC_AND_MASKS)
 
 
 def test_colocate_async_trains_every_step_with_the_async_buffer(colocate_async_run: Path) -> None:
+    """A step has a gradient exactly when a trajectory the masks and RoC kept has a nonzero advantage (verl's
+    critic/advantages/* are over the kept tokens): with the void-turn mask and RoC on, the tiny model's kept
+    trajectories can all sit in uniform groups."""
     steps = _trained_every_step_with_the_async_buffer(colocate_async_run, STEPS)
-    assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in steps.values()), steps
+    for step in steps.values():
+        signal = step["critic/advantages/max"] != 0 or step["critic/advantages/min"] != 0
+        assert (step["actor/grad_norm"] > 0) == signal, step
 
 
 def test_staleness_is_logged_and_bounded(colocate_async_run: Path) -> None:
@@ -63,6 +144,31 @@ def test_staleness_is_logged_and_bounded(colocate_async_run: Path) -> None:
         assert step["training/off_policy/trajectory_staleness_worst/max"] <= 1
     # the warm-up batch makes later steps train on the batch generated during the previous update: off-policy
     assert max(s["training/off_policy/trajectory_staleness/max"] for s in steps.values()) >= 1
+    # partial rollout: some trajectory was generated by two weight versions (a request cut and resumed at an update,
+    # or a turn after a tool call the update landed in)
+    assert max(s["training/off_policy/trajectory_spans/max"] for s in steps.values()) >= 2
+
+
+def test_colocate_async_step_counts_are_the_steps_totals(colocate_async_run: Path) -> None:
+    _assert_step_counts_are_the_steps(colocate_async_run, "colocate_async")
+
+
+def test_colocate_async_runs_each_tool_call_once(colocate_async_run: Path) -> None:
+    _assert_each_tool_call_ran_once(colocate_async_run, metrics(colocate_async_run))
+
+
+def test_roc_and_the_void_turn_and_infra_masks_run_in_the_async_buffer(colocate_async_run: Path) -> None:
+    steps, dumped = metrics(colocate_async_run), _dumped_trajectories(colocate_async_run)
+    for number, step in steps.items():
+        for key in ("training/roc/dropped_trajectories", "training/masks/void_turn_ratio",
+                    "training/masks/infra_failure_ratio", "training/infra_guard/step_rate"):  # fmt: skip
+            assert key in step, (key, sorted(step))
+        # RoC keeps at most 2 of a group's 4 trajectories the masks left: it drops at most half of the batch
+        assert step["training/roc/dropped_trajectories"] <= dumped[number] // 2
+    # the void-turn mask fired (the tiny model often ends a turn with neither a call nor an answer)
+    assert sum(s["training/masks/void_turn_ratio"] for s in steps.values()) > 0
+    # what RoC dropped and the masks masked left verl's loss: _assert_step_counts_are_the_steps checks the engine's
+    # token-mean denominator against what the buffer kept
 
 
 def test_rollout_correction_and_the_mask_apply(colocate_async_run: Path) -> None:
@@ -100,4 +206,15 @@ def test_separate_async_logs_staleness_and_applies_the_mask_and_rollout_correcti
         assert step["training/off_policy/trajectory_staleness_worst/max"] <= 1  # max_off_policy_threshold 2
         assert step["rollout_corr/rollout_is_mean"] > 0 and step["rollout_corr/rollout_is_max"] <= 2.0
     assert sum(s["training/masks/overlong_filter_ratio"] for s in steps.values()) > 0, "no overlong trajectory"
-    assert sum(s["training/masks/masked_trajectories"] for s in steps.values()) > 0
+    # off-policy: step 2 trains on trajectories generated (at least partly) before step 1's weights reached the replica
+    assert max(s["training/off_policy/trajectory_staleness/max"] for s in steps.values()) >= 1
+    assert max(s["training/off_policy/trajectory_spans/max"] for s in steps.values()) >= 2  # partial rollout
+
+
+def test_separate_async_step_counts_are_the_steps_totals(separate_async_run: Path) -> None:
+    """separate_async samples each step in parameter_sync_step=2 mini-batches: counts are summed, not averaged."""
+    _assert_step_counts_are_the_steps(separate_async_run, "separate_async")
+
+
+def test_separate_async_runs_each_tool_call_once(separate_async_run: Path) -> None:
+    _assert_each_tool_call_ran_once(separate_async_run, metrics(separate_async_run))

@@ -212,3 +212,13 @@ def test_a_mask_shrinks_verls_loss_denominator(killed_and_resumed) -> None:
         assert step[LOSS_TOKENS_PER_UPDATE] * updates == step["training/masks/loss_tokens_kept"]
         masked = step["training/masks/masked_trajectories"] > 0
         assert (step["training/masks/loss_tokens_kept"] < step["training/masks/loss_tokens"]) == masked, step
+
+
+def test_step_mask_counts_are_the_dumped_steps_totals(killed_and_resumed) -> None:
+    """The masked-trajectory count of a step is its masked ratio of the trajectories verl dumped for that step."""
+    for run in killed_and_resumed:
+        for number, step in metrics(run).items():
+            n = len((run / "rollouts" / f"{number}.jsonl").read_text().splitlines())
+            masked = step["training/masks/masked_trajectories"]
+            assert masked == round(step["training/masks/masked_ratio"] * n), (number, masked, n)
+            assert masked == round(step["training/masks/overlong_filter_ratio"] * n)  # the only mask on
