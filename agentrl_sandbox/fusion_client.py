@@ -7,7 +7,9 @@ another server at once; 5xx and ``SandboxError`` answers are retried with expone
 client only retries 504); a 503 (queue full) waits its ``Retry-After`` and does not use up a retry. Every call has a
 total deadline (``request_deadline_s``, never shorter than the run's own timeout plus slack) and ends as
 ``infra_error`` when it gives up — so a sick sandbox service shows up as infrastructure failures, never as wrong
-answers. 401/413 and other 4xx are not retried: they name the fix. ``token`` is sent as ``Authorization: Bearer``.
+answers. A 413 (the code, or its stdin or files, over the server's size limits) is the code's fault: the call ends at
+once as status ``too_large`` with the server's reason, and the server's failure count is untouched. 401 and other 4xx
+are not retried: they name the fix. ``token`` is sent as ``Authorization: Bearer``.
 Each result's ``route`` names the server that answered, its round trip and the servers that failed on the way, which
 the agent loop carries into the per-server training metrics (:mod:`.sandbox_routes`).
 """
@@ -37,7 +39,7 @@ BACKOFF_MAX_S = 5.0
 class Attempt:
     """How one request to one server ended."""
 
-    kind: str  # done | connection | busy | server_error | rejected
+    kind: str  # done | connection | busy | server_error | too_large | rejected
     result: ExecResult | None = None
     error: str = ""
     retry_after_s: float = 0.0
@@ -62,7 +64,7 @@ class SandboxFusionClient(Sandbox):
         self.fleet = Fleet(cfg.urls, headers=headers, health_interval_s=cfg.health_interval_s)
         self._sem = asyncio.Semaphore(cfg.max_concurrency)
         self._client: httpx.AsyncClient | None = None
-        self.stats = {"calls": 0, "retries": 0, "gave_up": 0, "busy": 0}
+        self.stats = {"calls": 0, "retries": 0, "gave_up": 0, "busy": 0, "too_large": 0}
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -110,6 +112,9 @@ class SandboxFusionClient(Sandbox):
             return Attempt("busy", error=f"HTTP 503: {resp.text[:200]}", retry_after_s=_seconds(resp))
         if resp.status_code >= 500:
             return Attempt("server_error", error=f"HTTP {resp.status_code}: {resp.text[:300]}")
+        if resp.status_code == 413:  # the request (the model's code) is over the server's limits: not a failure
+            latency = time.monotonic() - started
+            return Attempt("too_large", error=_detail(resp), latency_s=latency)
         if resp.status_code != 200:
             return Attempt("rejected", error=f"HTTP {resp.status_code}: {resp.text[:300]}")
         try:
@@ -143,6 +148,10 @@ class SandboxFusionClient(Sandbox):
                 if attempt.kind == "done" and attempt.result is not None:
                     attempt.result.route = Route(server.url, attempt.latency_s, tuple(failed))
                     return attempt.result
+                if attempt.kind == "too_large":  # the code's fault: no retry, the server's record untouched
+                    route = Route(server.url, attempt.latency_s, tuple(failed))
+                    self.stats["too_large"] += 1
+                    return ExecResult("too_large", message=attempt.error, duration_s=self._since(start), route=route)
                 kind, last_error = attempt.kind, f"{server.url}: {attempt.error}"
                 if kind == "busy":  # back-pressure, not a failure: does not use up a retry
                     attempts -= 1
@@ -177,6 +186,14 @@ class SandboxFusionClient(Sandbox):
     @staticmethod
     def _since(start: float) -> float:
         return time.monotonic() - start
+
+
+def _detail(resp: httpx.Response) -> str:
+    """The server's reason for a refusal (our guard's ``{"detail": ...}``), else the start of the body."""
+    try:
+        return str(resp.json()["detail"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {resp.status_code}: {resp.text[:300]}"
 
 
 def _seconds(resp: httpx.Response) -> float:

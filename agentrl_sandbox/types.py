@@ -19,8 +19,18 @@ import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, Literal, TypeVar
 
-Status = Literal["ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated", "infra_error"]
-STATUSES: tuple[str, ...] = ("ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated", "infra_error")
+# too_large: a sandbox server refused the request as over its size limits (HTTP 413): the code's fault, not the
+# sandbox's — it is never infra_error and never counts against the server.
+Status = Literal["ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated", "too_large", "infra_error"]
+STATUSES: tuple[str, ...] = (
+    "ok",
+    "runtime_error",
+    "timeout",
+    "memory_exceeded",
+    "output_truncated",
+    "too_large",
+    "infra_error",
+)
 
 Files = Mapping[str, str | bytes]
 T = TypeVar("T")

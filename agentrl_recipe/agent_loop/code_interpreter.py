@@ -226,7 +226,14 @@ class CodeInterpreterTool(BaseTool):
 def format_result_released(res: ExecResult) -> str:
     """The released tool's reply: stdout + stderr when the run finished (SandboxFusion ``Finished``: any exit code,
     a memory kill, our output cap), else — a timeout or a sandbox failure — the bare "no stdout here"."""
+    if res.status == "too_large":  # not in the released code (its server had no size limit): say what happened
+        return too_large_note(res)
     return RELEASED_NO_OUTPUT if res.status in ("timeout", "infra_error") else res.stdout + res.stderr
+
+
+def too_large_note(res: ExecResult) -> str:
+    """The reply to code a sandbox server refused as too large (HTTP 413): the model's error, told to the model."""
+    return f"Error: the code is too large to run ({res.message}). Send shorter code."
 
 
 def format_result(res: ExecResult, timeout_s: float, memory_mb: int) -> str:
@@ -237,6 +244,7 @@ def format_result(res: ExecResult, timeout_s: float, memory_mb: int) -> str:
         "memory_exceeded": f"Execution ran out of memory (limit {memory_mb} MB).",
         "output_truncated": "Output too long: truncated, and the execution was stopped.",
         "infra_error": "Sandbox error: the code could not be run (a sandbox failure, not an error in the code).",
+        "too_large": too_large_note(res),
     }.get(res.status)
     if note is None:
         return text

@@ -156,3 +156,23 @@ def test_serve_refuses_a_public_address_without_a_token(monkeypatch, capsys):
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         assert cli._server_limits(parser.parse_args(["serve", "--host", host])).token is None
     assert [cli.is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "node1", "")] == [False] * 5
+
+
+def test_a_413_is_the_codes_fault_not_the_servers(guarded_url):
+    """Over --max-code-bytes (4 KiB here): status too_large with the server's reason, no retry, no server failure."""
+    client = SandboxFusionClient(SandboxConfig(backend="sandbox_fusion", url=guarded_url, token=TOKEN))
+    try:
+        res = client.run("x = 1\n" * 1000)
+    finally:
+        client.close()
+    assert (res.status, res.infra_error, res.exit_code) == ("too_large", False, None)
+    assert res.message == "request code is 6000; this server accepts at most 4096 (--max-code-bytes)"
+    assert res.route is not None and (res.route.server, res.route.failed) == (guarded_url, ())
+    server = client.describe()["servers"][guarded_url]
+    assert (server["failures"], server["ejections"], server["healthy"], server["last_error"]) == (0, 0, True, "")
+    assert {k: client.stats[k] for k in ("calls", "retries", "gave_up", "too_large")} == {
+        "calls": 1,
+        "retries": 0,
+        "gave_up": 0,
+        "too_large": 1,
+    }

@@ -38,6 +38,13 @@ def guarded_url(pool):
         yield url
 
 
+@pytest.fixture(scope="module")
+def small_url(pool):
+    """A server that takes at most 256 bytes of code (the reward's test driver is over it too)."""
+    with serve(create_app(pool, limits=ServerLimits(token=TOKEN, max_code_bytes=256))) as url:
+        yield url
+
+
 @pytest.fixture(autouse=True)
 def no_sandbox_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in (ENV_SANDBOX_URL, ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
@@ -50,11 +57,11 @@ def code_row() -> dict:
     return rl_row(names.DS_SKYWORK_CODE, prompt, "code", json.dumps(tests), {"source_id": "token-0"})
 
 
-async def roll(tiny_model_dir, base_cfg, sandbox: dict):
+async def roll(tiny_model_dir, base_cfg, sandbox: dict, tool_code: str = "print(6*7)"):
     cfg = with_updates(base_cfg, agentrl__sandbox=sandbox, reward__reward_kwargs__overlong_buffer_cfg__len=256)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     limits = ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
-    client = ScriptedClient(tokenizer, turns(call("print(6*7)"), PROGRAM), limits=limits)
+    client = ScriptedClient(tokenizer, turns(call(tool_code), PROGRAM), limits=limits)
     (record,) = (await arollout([code_row()], client, cfg, score=True, progress=False)).records
     return record
 
@@ -73,6 +80,21 @@ async def test_the_trainer_token_file_reaches_the_tool_and_the_code_reward(
     assert [r[sandbox_routes.SERVER] for r in routes] == [guarded_url]  # the grade ran there too
     assert record.reward_extra_info[names.FIELD_GRADER_INFRA_FAILURE] is False
     assert record.score == pytest.approx(1.0)
+
+
+async def test_code_over_the_servers_limit_is_the_models_error(tiny_model_dir, base_cfg, small_url, tmp_path):
+    """A 413 (code over --max-code-bytes) comes back to the model as a tool reply with status too_large: a failed
+    call, not an infra failure (no infra mask, no infra-guard count, no failed server); in grading, not infra either."""
+    token_file = tmp_path / "sandbox.token"
+    token_file.write_text(TOKEN)
+    sandbox = {"backend": "sandbox_fusion", "url": small_url, "token_file": str(token_file)}
+    record = await roll(tiny_model_dir, base_cfg, sandbox, tool_code="x = 1\n" * 50 + "print(x)")
+    assert (record.tool_calls, record.tool_statuses, record.tool_failures) == (1, ["too_large"], 1)
+    assert record.tool_infra_failure is False and record.sandbox_failed == []
+    reason = "request code is 308; this server accepts at most 256 (--max-code-bytes)"
+    note = f"Error: the code is too large to run ({reason}). Send shorter code."
+    assert record.messages[2] == {"role": "tool", "content": note}
+    assert record.reward_extra_info[names.FIELD_GRADER_INFRA_FAILURE] is False
 
 
 async def test_without_the_token_every_call_is_refused(tiny_model_dir, base_cfg, guarded_url):
