@@ -34,6 +34,7 @@ from agentrl_sandbox.bwrap import (
     result_from_reply,
 )
 from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE, SandboxConfig
+from agentrl_sandbox.cpus import usable_cpus
 from agentrl_sandbox.preload import Router, tiers
 from agentrl_sandbox.types import ExecResult, Sandbox, SandboxError
 
@@ -41,10 +42,11 @@ logger = logging.getLogger(__name__)
 
 
 def default_pool_size() -> int:
-    """This node's CPUs shared by the sandbox-using processes on it (the launcher exports their number): 8 agent-loop
-    + 8 reward workers on one 128-core node get 8 runs each, not 128 (~13K processes)."""
+    """The CPUs this process may use (affinity, cgroup quota, Slurm: :func:`~agentrl_sandbox.cpus.usable_cpus`) shared
+    by the sandbox-using processes on the node (the launcher exports their number): 8 agent-loop + 8 reward workers on
+    one 128-core node get 8 runs each, not 128 (~13K processes); in a 16-CPU Slurm allocation, 1 each."""
     per_node = int(os.environ.get(ENV_SANDBOX_PROCESSES_PER_NODE) or 1)
-    return max(1, (os.cpu_count() or 1) // max(1, per_node))
+    return max(1, usable_cpus() // max(1, per_node))
 
 
 class LocalSandbox(Sandbox):
