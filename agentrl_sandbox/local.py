@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any
 
-from agentrl_sandbox import runtime_env
+from agentrl_sandbox import runtime_env, userns
 from agentrl_sandbox.bwrap import (
     FIX,
     REPLY_SLACK_S,
@@ -107,11 +107,8 @@ class LocalSandbox(Sandbox):
             await self._kill()
             await asyncio.sleep(0.05)
             detail = " | ".join(self._stderr_tail[-8:]) or repr(exc)
-            raise SandboxError(
-                f"bubblewrap sandbox did not start ({detail}). If bwrap reports a namespace/permission error, "
-                "the kernel forbids unprivileged user namespaces (set sysctl user.max_user_namespaces>0 / "
-                f"kernel.unprivileged_userns_clone=1) or use backend=sandbox_fusion; otherwise {FIX}"
-            ) from exc
+            why = userns.diagnosis(detail) or FIX
+            raise SandboxError(f"bubblewrap sandbox did not start ({detail}): {why}") from exc
         if not ready.get("ready"):
             await self._kill()
             raise SandboxError(f"sandbox interpreter refused to start: {ready.get('error')}")
