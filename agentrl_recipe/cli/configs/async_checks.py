@@ -237,6 +237,8 @@ def _checkpoint_engine(cfg: Any) -> tuple[list[Finding], list[Finding]]:
     """An async mode's checkpoint engine must be registered where the run starts. A GPU config checked on a machine
     without CUDA (a laptop, CI) gets a warning: its nodes may have the engine; preflight there refuses it."""
     backend = str(_get(cfg, ENGINE_KEY, "naive"))
+    if _on_cpu(cfg) and backend not in ("naive", cpu_names.CHECKPOINT_ENGINE):
+        return [], []  # a GPU engine on CPU: _weight_transport names the CPU one (cupy would not help)
     problem = checkpoint_engine_problem(backend)
     if problem is None:
         return [], []
