@@ -1,14 +1,11 @@
 """Pool sizing from the CPUs a process may use: affinity, cgroup v2/v1 quota (own cgroup and ancestors, a container's
-view), SLURM_CPUS_ON_NODE, shared by the sandbox-using processes on the node — on fake /sys/fs/cgroup trees."""
+view) and SLURM_CPUS_ON_NODE, on fake /sys/fs/cgroup trees (the share per process: test_local.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from agentrl_sandbox import cpus, local
-from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE
+from agentrl_sandbox import cpus
 
 
 def write(path: Path, text: str) -> None:
@@ -62,13 +59,3 @@ def test_usable_cpus_is_the_least_of_affinity_quota_and_slurm(tmp_path: Path) ->
     assert cpus.usable_cpus(environ={cpus.ENV_SLURM_CPUS: "4"}, affinity=64, **kw) == 4
     assert cpus.usable_cpus(environ={cpus.ENV_SLURM_CPUS: "junk"}, affinity=64, **kw) == 12
     assert cpus.usable_cpus(environ={}, affinity=0, cgroup_root=tmp_path / "none", proc_self_cgroup=tmp_path) == 1
-
-
-def test_the_pool_shares_them_among_the_nodes_sandbox_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "usable_cpus", lambda: 16)
-    monkeypatch.setenv(ENV_SANDBOX_PROCESSES_PER_NODE, "6")
-    assert local.default_pool_size() == 2
-    monkeypatch.setenv(ENV_SANDBOX_PROCESSES_PER_NODE, "32")
-    assert local.default_pool_size() == 1
-    monkeypatch.delenv(ENV_SANDBOX_PROCESSES_PER_NODE)
-    assert local.default_pool_size() == 16

@@ -1,15 +1,15 @@
-"""The local pool's size per process: the node's CPUs shared by the sandbox-using processes the launcher counted."""
+"""The local pool's size per process: the CPUs it may use shared by the sandbox-using processes the launcher counted
+(how those CPUs are counted: test_cpus.py)."""
 
 from __future__ import annotations
 
-import os
-
+from agentrl_sandbox import local
 from agentrl_sandbox.config import ENV_SANDBOX_POOL_SIZE, ENV_SANDBOX_PROCESSES_PER_NODE, SandboxConfig
 from agentrl_sandbox.local import default_pool_size
 
 
 def test_cpus_are_shared_by_the_processes_on_the_node(monkeypatch) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    monkeypatch.setattr(local, "usable_cpus", lambda: 128)
     monkeypatch.setenv(ENV_SANDBOX_PROCESSES_PER_NODE, "16")  # 8 agent-loop + 8 reward workers
     assert default_pool_size() == 8
     monkeypatch.setenv(ENV_SANDBOX_PROCESSES_PER_NODE, "400")
