@@ -51,7 +51,7 @@ FIELD_GRADER_INFRA_FAILURE = "agentrl_grader_infra_failure"  # bool: sandbox inf
 FIELD_REWARD_SANDBOX_ROUTES = "agentrl_reward_sandbox_routes"
 FIELD_GRADER_TIMEOUT = "agentrl_grader_timeout"  # bool: the grade hit the per-item timeout
 FIELD_GRADER_ERROR = "agentrl_grader_error"  # bool: grading raised (a grader bug): scored as wrong, counted, guarded
-# str: the released grader's reward hacks the graded program shows, ","-joined (rewards/code/hack_patterns.py)
+# str: the released grader's reward hacks the graded program shows, ","-joined (rewards/hack_patterns.py)
 FIELD_REWARD_HACK_PATTERNS = "agentrl_reward_hack_patterns"
 
 # --- top-level config namespace owned by the plugin (validated by `agentrl-recipe configs check`) ---

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.atomic_io import atomic_write_text
-from agentrl_recipe.cpu_task import demo_report, demo_runs
 from agentrl_recipe.cpu_task import inputs as cpu_inputs
 from agentrl_recipe.cpu_task import teacher as demo_teacher
+from demo import demo_report, demo_runs
 
 SFT_CONFIG, RL_CONFIG = "agentrl_sft_demo", "agentrl_rl_demo"
 # As in agentrl_rl_demo.yaml (the eval uses the same limits as the teacher and the trainer).

@@ -114,8 +114,9 @@ def test_isolated_pool_kills_a_call_that_overruns() -> None:
     try:
         start = time.monotonic()
         with pytest.raises(GraderTimeout):
-            pool.call("time:sleep", 30, timeout_s=0.5)
-        assert time.monotonic() - start < 20  # far below the 30 s the call wanted; slack for a loaded machine
+            pool.call("time:sleep", 120, timeout_s=0.5)
+        # Killed, not waited for: far below the 120 s the call wanted, with room for a slow worker start under load.
+        assert time.monotonic() - start < 60
         assert pool.call("time:sleep", 0, timeout_s=10) is None  # a fresh worker replaced the killed one
     finally:
         pool.close()
