@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/demo_seeds.py [--seeds 0 1 2] [--out demo_seeds] [--fast]
 
-Per seed: `agentrl-recipe demo --seed S` (verl's SFT trainer, the eval harness, verl's main_ppo, the eval harness
+Per seed: `python -m demo.demo --seed S` (verl's SFT trainer, the eval harness, verl's main_ppo, the eval harness
 again) and, from that run's eval reports, held-out avg@k after SFT and after GRPO-TCR with the harness's 95%
 bootstrap intervals (over problems). The goal: after > before with non-overlapping intervals on every seed. Prints
 one table (the README's Demo section quotes it) and writes every seed's figures to ``<out>/seeds.json`` atomically.

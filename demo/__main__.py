@@ -1,4 +1,4 @@
-"""``python -m demo [--fast] [--seed S] …``: the same as ``agentrl-recipe demo …``, run from the repository root."""
+"""``python -m demo [--fast] [--seed S] …``: the same as ``make demo``, run from the repository root."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``agentrl-recipe demo`` (``make demo``): the recipe end to end on CPU with a tiny model, through verl's own trainers.
+"""``make demo`` (``python -m demo.demo``): the recipe end to end on CPU with a tiny model, through verl's own trainers.
 
 It shows the pipeline working and GRPO-TCR raising held-out accuracy on a toy task — not the paper's results.
 
