@@ -6,7 +6,11 @@ tool_config_path``), once per AgentLoopWorker. Behaviour (paper: ``CustomSandbox
 memory, return stdout + stderr. Two behaviours follow ``agentrl.compat`` unless set in the tool YAML:
 ``auto_print`` (``last_line``: the released ``print(<last line>)``; ``expression``: a final bare expression, with
 ``ast``; see :mod:`agentrl_recipe.agent_loop.code_prep`) and ``failure_reply`` (``no_stdout``: the released bare
-"no stdout here" on a timeout or sandbox failure, partial output dropped; ``explain``: the partial output and why).
+"no stdout here" on a timeout or sandbox failure, partial output dropped; ``explain``: the partial output and why),
+``error_text`` (``released``: a missing or non-string ``code`` answers the released tool's exception text, e.g.
+``Error when executing tool: 'code'``, and empty code runs, answering ``""``; ``explain``: one sentence saying what
+is wrong) and ``large_output`` (``timeout``: a stream over :data:`SANDBOX_FUSION_PIPE_BYTES` is the timeout it was
+on SandboxFusion; ``keep``: returned, for verl to cut to ``max_tool_response_length``).
 The tool YAML is loaded apart from the trainer config, so ``agentrl_tool_agent`` hands the tool the trainer's
 ``agentrl.compat`` (:meth:`CodeInterpreterTool.use_compat`); the tool YAML's own ``compat`` key wins when set. It
 hands the trainer's ``agentrl.sandbox`` the same way (:meth:`CodeInterpreterTool.use_sandbox`: url, backend, token
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -51,7 +56,15 @@ logger = logging.getLogger(__name__)
 
 AUTO_PRINT_MODES = ("last_line", "expression", "off")
 FAILURE_REPLIES = ("no_stdout", "explain")
+ERROR_TEXTS = ("released", "explain")
+LARGE_OUTPUTS = ("timeout", "keep")
 RELEASED_NO_OUTPUT = "no stdout here"  # [code] verl/tools/sandbox_fusion_tools.py, verbatim
+RELEASED_TOOL_ERROR = "Error when executing tool: "  # [code] verl 0.5 tool_agent_loop.py:239-243
+# SandboxFusion waits for the program to exit before it reads its pipes (sandbox/runners/base.py:85): a stream over
+# what the pipe (64 KiB) and asyncio's paused StreamReader (128 KiB) hold blocks the program until the run's timeout
+# (TimeLimitExceeded, then the released tool's "no stdout here"). Measured: 200 KB and 10 MB -> TLE, 196,608 kept.
+SANDBOX_FUSION_PIPE_BYTES = 196_608
+_RELEASED_FENCE_CALL = re.compile(r"```python(.*?)```", re.DOTALL)  # [code] reward.py:42, findall on the argument
 
 DEFAULT_SCHEMA = {
     "type": "function",
@@ -84,6 +97,12 @@ class CodeInterpreterConfig:
     # null = from compat. "no_stdout" (open_agentrl, [code]): a timeout or sandbox failure answers "no stdout here",
     # partial output dropped. "explain" (agentrl): the partial output, then what happened.
     failure_reply: str | None = None
+    # null = from compat. "released" (open_agentrl, [code]): a missing `code` answers "Error when executing tool:
+    # 'code'" (the KeyError's text), a non-string one the TypeError's, empty code runs (""). "explain" (agentrl).
+    error_text: str | None = None
+    # null = from compat. "timeout" (open_agentrl, [code] on SandboxFusion): stdout or stderr over 196,608 bytes is a
+    # timeout ("no stdout here"). "keep" (agentrl): the output is returned (verl cuts it to 256 characters).
+    large_output: str | None = None
     stateful: bool = False  # keep interpreter state per trajectory (paper: no)
     max_sessions: int = 1024  # stateful: trajectories remembered per worker (LRU)
     session_ttl_s: float = 1800.0  # stateful: forget a trajectory idle this long
@@ -128,10 +147,17 @@ class CodeInterpreterTool(BaseTool):
         auto = {True: "expression", False: "off"}.get(s.auto_print, s.auto_print)  # type: ignore[arg-type]
         self.auto_print = compat.default("auto_print", auto, mode)
         self.failure_reply = compat.default("failure_reply", s.failure_reply, mode)
+        self.error_text = compat.default("error_text", s.error_text, mode)
+        self.large_output = compat.default("large_output", s.large_output, mode)
         if self.auto_print not in AUTO_PRINT_MODES or self.failure_reply not in FAILURE_REPLIES:
             raise ValueError(
                 f"{names.TOOL_NAME}: auto_print must be one of {AUTO_PRINT_MODES} (or true/false) and failure_reply "
                 f"one of {FAILURE_REPLIES}; got {s.auto_print!r}, {s.failure_reply!r}"
+            )
+        if self.error_text not in ERROR_TEXTS or self.large_output not in LARGE_OUTPUTS:
+            raise ValueError(
+                f"{names.TOOL_NAME}: error_text must be one of {ERROR_TEXTS} and large_output one of {LARGE_OUTPUTS}; "
+                f"got {s.error_text!r}, {s.large_output!r}"
             )
 
     def use_sandbox(self, trainer_sandbox: Mapping[str, Any]) -> None:
@@ -157,10 +183,9 @@ class CodeInterpreterTool(BaseTool):
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
     ) -> tuple[ToolResponse, float, dict]:
         started = time.perf_counter()
-        code = parameters.get("code") if isinstance(parameters, dict) else None
-        if not isinstance(code, str) or not code.strip():
-            text = f"Error: {names.TOOL_NAME} needs a non-empty string argument `code`."
-            return ToolResponse(text=text), 0.0, {"status": "invalid_arguments", "latency_s": 0.0}
+        code, error = released_argument(parameters) if self.error_text == "released" else checked_argument(parameters)
+        if code is None:
+            return ToolResponse(text=error), 0.0, {"status": "invalid_arguments", "latency_s": 0.0}
         last_line = self.auto_print == "last_line"
         cell = released_prep(code) if last_line else extract_code(code)
         key = self._history_key(kwargs.get("agent_data"))
@@ -190,6 +215,8 @@ class CodeInterpreterTool(BaseTool):
         }
         if res.infra_error:
             logger.warning("%s: sandbox infra_error: %s", names.TOOL_NAME, res.message)
+        if self.large_output == "timeout":
+            res = sandbox_fusion_pipe_limit(res, self.settings.timeout_s)
         if self.failure_reply == "no_stdout":
             return ToolResponse(text=format_result_released(res)), 0.0, metrics
         return ToolResponse(text=format_result(res, self.settings.timeout_s, self.settings.memory_mb)), 0.0, metrics
@@ -221,6 +248,48 @@ class CodeInterpreterTool(BaseTool):
     def forget(self, request_id: str) -> None:
         """Drop a trajectory's state (e.g. when its rollout ends)."""
         self._histories.pop(request_id, None)
+
+
+def checked_argument(parameters: Any) -> tuple[str | None, str | None]:
+    """``(code, None)``, or ``(None, text)`` telling the model its call lacks a non-empty string ``code``."""
+    code = parameters.get("code") if isinstance(parameters, dict) else None
+    if isinstance(code, str) and code.strip():
+        return code, None
+    return None, f"Error: {names.TOOL_NAME} needs a non-empty string argument `code`."
+
+
+def released_argument(parameters: Any) -> tuple[str | None, str | None]:
+    """``(code, None)``, or ``(None, text)``: what the released tool did with its arguments before it ran anything.
+
+    [code] ``CustomSandboxFusionTool.execute`` (recipe/demystify/reward.py:46-47) read ``parameters["code"]`` and
+    ``findall`` on it; verl 0.5's loop answered their exception as ``Error when executing tool: <e>``
+    (tool_agent_loop.py:239-243). The same operations run here, so the text is Python's own. Empty code ran (``""``).
+    """
+    try:
+        code = parameters["code"]
+        _RELEASED_FENCE_CALL.findall(code)
+    except Exception as exc:  # what the released loop caught: KeyError('code') -> 'code', TypeError, ...
+        return None, RELEASED_TOOL_ERROR + str(exc)
+    return code, None
+
+
+def sandbox_fusion_pipe_limit(res: ExecResult, timeout_s: float) -> ExecResult:
+    """``res`` as SandboxFusion returned it: a stream over :data:`SANDBOX_FUSION_PIPE_BYTES` blocked the program until
+    the timeout (the wait is not reproduced: the result is)."""
+    if res.status in ("timeout", "infra_error", "too_large"):  # it never finished, or never ran
+        return res
+    sizes = (len(stream.encode("utf-8", "surrogateescape")) for stream in (res.stdout, res.stderr))
+    if res.status != "output_truncated" and max(sizes) <= SANDBOX_FUSION_PIPE_BYTES:
+        return res
+    keep = SANDBOX_FUSION_PIPE_BYTES
+    return dataclasses.replace(
+        res,
+        status="timeout",
+        stdout=res.stdout.encode("utf-8", "surrogateescape")[:keep].decode("utf-8", "replace"),
+        stderr=res.stderr.encode("utf-8", "surrogateescape")[:keep].decode("utf-8", "replace"),
+        exit_code=None,
+        message=f"output over {keep} bytes: on SandboxFusion the run blocked until its {timeout_s:g} s timeout",
+    )
 
 
 def format_result_released(res: ExecResult) -> str:

@@ -31,6 +31,7 @@ verl's own keys under ``actor_rollout_ref.rollout.multi_turn``, at the paper's v
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import time
@@ -40,9 +41,11 @@ from typing import Any
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
+from verl.utils.tokenizer.continuous_token import MergeResult
 
 from agentrl_recipe import compat, log_filters, names, tasks, trace
 from agentrl_recipe import config as agentrl_config
+from agentrl_recipe.agent_loop.code_interpreter import RELEASED_TOOL_ERROR  # [code] an exception of any call
 from agentrl_recipe.agent_loop.render_cache import memoize_renders
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
 from agentrl_recipe.agent_loop.trajectory import Trajectory
@@ -84,6 +87,28 @@ def close_trajectory(
     traj.model_tokens = sum(agent_data.response_mask[:response_length])
     traj.messages = messages
     return traj
+
+
+def without_boundary_tokens(
+    merge: MergeResult, mask: list[int], logprobs: list[float] | None, *, prefix_length: int, mask_length: int
+) -> tuple[MergeResult, list[int], list[float] | None]:
+    """A context merge and its aligned mask/logprobs with the builder's inserted boundary tokens taken out.
+
+    verl puts them right after the (possibly trimmed) runtime prefix, and their mask-0 / logprob-0 entries right after
+    the (equally trimmed) response metadata (``ContinuousTokenBuilder.align_response_metadata``)."""
+    n = len(merge.inserted_token_ids)
+    if n == 0:
+        return merge, mask, logprobs
+    at = prefix_length - merge.removed_prefix_token_count
+    at_mask = mask_length - merge.removed_prefix_token_count
+    token_ids = merge.token_ids[:at] + merge.token_ids[at + n :]
+    if logprobs is not None:
+        logprobs = logprobs[:at_mask] + logprobs[at_mask + n :]
+    return (
+        dataclasses.replace(merge, token_ids=token_ids, inserted_token_ids=[]),
+        mask[:at_mask] + mask[at_mask + n :],
+        logprobs,
+    )
 
 
 class AgentRLToolAgentLoop(ToolAgentLoop):
@@ -197,15 +222,47 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
     ) -> tuple[ToolResponse, float, dict]:
         if isinstance(tool_call, MalformedCall):
             return ToolResponse(text=tool_call.feedback), 0.0, {"status": "malformed", "kind": tool_call.kind}
+        released = self.settings.error_text == "released"
+        unknown = tool_call.name not in active_tools(self, agent_data)
+        if released and unknown:  # [code] self.tools[tool_name] raised KeyError: "Error when executing tool: 'python'"
+            self.trajectory(agent_data).record_call("unknown_tool", 0.0, {})
+            return (
+                ToolResponse(text=RELEASED_TOOL_ERROR + str(KeyError(tool_call.name))),
+                0.0,
+                {"status": "unknown_tool"},
+            )
         started = time.perf_counter()
         response, reward, metrics = await super()._call_tool(tool_call, tools_kwargs, agent_data)
         elapsed = time.perf_counter() - started
         metrics = metrics if isinstance(metrics, dict) else {}
         status = metrics.get("status")
-        if status is None:  # a tool that reports no status: verl's exception text is the only failure signal
+        if status is None and unknown:  # verl answered "Unknown function ..."
+            status = "unknown_tool"
+        elif status is None:  # a tool that reports no status: verl's exception text is the only failure signal
             status = "tool_exception" if (response.text or "").startswith(_VERL_TOOL_EXCEPTION_PREFIX) else "ok"
+            if released and status == "tool_exception":  # verl: "Error executing tool '<name>': <e>"
+                text = (response.text or "").removeprefix(f"{_VERL_TOOL_EXCEPTION_PREFIX} '{tool_call.name}': ")
+                response = ToolResponse(text=RELEASED_TOOL_ERROR + text)
         self.trajectory(agent_data).record_call(str(status), float(metrics.get("latency_s", elapsed)), metrics)
         return response, reward, metrics
+
+    async def ct_merge_context_msg(
+        self,
+        previous_messages: list[dict],
+        updated_messages: list[dict],
+        runtime_token_ids: list[int],
+        response_mask: list[int],
+        response_logprobs: list[float] | None = None,
+        tools: list[dict] = None,  # type: ignore[assignment]  # verl's signature
+    ) -> tuple[MergeResult, list[int], list[float] | None]:
+        """verl's merge of a tool turn; without the boundary tokens its builder inserts (the ``\\n`` after a
+        generated ``<|im_end|>``) when ``tool_turn_newline`` is off, as the released loop appended tool turns."""
+        merged = await super().ct_merge_context_msg(
+            previous_messages, updated_messages, runtime_token_ids, response_mask, response_logprobs, tools=tools
+        )
+        if self.settings.tool_turn_newline:
+            return merged
+        return without_boundary_tokens(*merged, prefix_length=len(runtime_token_ids), mask_length=len(response_mask))
 
     def _build_assistant_message(self, content: str, agent_data: AgentData) -> dict[str, Any]:
         # Malformed calls are not tool calls of the message; their raw text stays in the content (see

@@ -9,6 +9,8 @@ from typing import Any
 from agentrl_recipe import names
 
 SECTION = "agent_loop"
+ERROR_TEXTS = ("released", "explain")
+_FROM_COMPAT = ("malformed_call_feedback", "tool_turn_newline", "error_text")  # null = the value agentrl.compat gives
 
 
 @dataclasses.dataclass
@@ -25,11 +27,22 @@ class AgentLoopSettings:
     # Memoize verl's chat-template renders (agent_loop/render_cache.py): the constant prefix verl re-tokenizes on
     # every tool turn then costs nothing. Same token ids; not in the paper (a speed-up only).
     memoize_renders: bool = True
+    # The "\n" verl 0.9.1's Qwen builder inserts (mask 0) after a generated <|im_end|> before a tool turn, so the ids
+    # equal the chat template's render. null = from agentrl.compat: open_agentrl false ([code] verl 0.5 appended the
+    # tool turn's own render: <|im_end|><|im_start|>user), agentrl true.
+    tool_turn_newline: bool | None = None
+    # Text of a call to an unknown tool (and of a tool that raised). null = from agentrl.compat: open_agentrl
+    # "released" ([code] "Error when executing tool: 'python'", the KeyError's text), agentrl "explain" (verl's
+    # "Unknown function 'python'. Available tools: [...]"). The tool's own texts: its YAML's error_text.
+    error_text: str | None = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not isinstance(value, bool) and not (field.name == "malformed_call_feedback" and value is None):
+            if field.name == "error_text":
+                if value not in (None, *ERROR_TEXTS):
+                    raise ValueError(f"{names.CONFIG_NAMESPACE}.{SECTION}.error_text must be one of {ERROR_TEXTS}")
+            elif not isinstance(value, bool) and not (field.name in _FROM_COMPAT and value is None):
                 raise TypeError(f"{names.CONFIG_NAMESPACE}.{SECTION}.{field.name} must be true/false")
 
     @classmethod
@@ -42,5 +55,4 @@ class AgentLoopSettings:
 
         settings = from_mapping(cls, section(trainer_config, SECTION), where=f"{names.CONFIG_NAMESPACE}.{SECTION}")
         mode = compat.mode_of(trainer_config)
-        feedback = compat.default("malformed_call_feedback", settings.malformed_call_feedback, mode)
-        return dataclasses.replace(settings, malformed_call_feedback=feedback)
+        return dataclasses.replace(settings, **{k: compat.default(k, getattr(settings, k), mode) for k in _FROM_COMPAT})

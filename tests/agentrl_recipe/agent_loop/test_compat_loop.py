@@ -48,3 +48,27 @@ async def test_a_valid_second_call_runs_when_the_first_is_malformed(tokenizer, b
     assert "<tool_response>\n42\n" in client.calls[1].prompt_text
     assert (record.tool_calls, record.tool_statuses, record.malformed_tool_calls) == (1, ["ok"], 1)
     assert record.termination == "answer" and record.num_turns == 4
+
+
+@pytest.mark.parametrize(
+    ("error_text", "answer"),
+    [
+        ("released", "<tool_response>\nError when executing tool: 'python'\n"),  # [code] tool_agent_loop.py:235+242
+        ("explain", "<tool_response>\nUnknown function 'python'. Available tools: ['code_interpreter']\n"),  # verl
+    ],
+)
+async def test_an_unknown_tool_is_answered_in_the_chosen_words(tokenizer, base_cfg, error_text, answer):
+    # open_agentrl: the unknown call is no malformed call answered by the loop; it reaches the tool dispatch
+    cfg = with_updates(base_cfg, agentrl__compat="open_agentrl", agentrl__agent_loop__error_text=error_text)
+    record, client = await run_one(tokenizer, cfg, turns(call("print(6*7)", name="python"), ANSWER))
+    assert answer in client.calls[1].prompt_text
+    assert record.tool_calls == 1 and record.termination == "answer"
+    assert record.tool_statuses == ["unknown_tool"]
+
+
+async def test_open_agentrl_answers_a_missing_code_argument_as_released(tokenizer, base_cfg):
+    cfg = with_updates(base_cfg, agentrl__compat="open_agentrl")
+    no_code = '<tool_call>\n{"name": "code_interpreter", "arguments": {"src": "print(1)"}}\n</tool_call>'
+    record, client = await run_one(tokenizer, cfg, turns(no_code, ANSWER))
+    assert "<tool_response>\nError when executing tool: 'code'\n" in client.calls[1].prompt_text
+    assert record.tool_statuses == ["invalid_arguments"]

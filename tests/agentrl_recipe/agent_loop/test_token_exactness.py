@@ -1,5 +1,8 @@
 """The ids the loop builds turn by turn equal the chat template over the final conversation, tools included.
 
+With ``agentrl.agent_loop.tool_turn_newline: false`` (open_agentrl) they equal it less the one ``\\n`` between a
+generated ``<|im_end|>`` and the tool turn after it, as the released loop (verl 0.5) appended tool turns.
+
 Run for the Qwen2.5-style template the package ships and a Qwen3-style one (think blocks;
 tests/agentrl_recipe/agent_loop/templates/qwen3_hermes.jinja), through verl's AgentLoopWorker with the real
 code_interpreter tool. The conversation includes a malformed call answered with an error, so the exactness covers the
@@ -79,12 +82,35 @@ CASES = {
 }
 
 
+def without_tool_turn_newlines(ids: list[int], tokenizer) -> list[int]:
+    """``ids`` less each "\\n" between "<|im_end|>" and a "<|im_start|>user\\n<tool_response>" turn."""
+    im_end, im_start = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|im_start|>"])
+    (newline,) = tokenizer.encode("\n", add_special_tokens=False)
+    tool_turn = tokenizer.encode("user\n<tool_response>", add_special_tokens=False)
+    return [
+        t
+        for i, t in enumerate(ids)
+        if not (
+            t == newline
+            and 0 < i < len(ids) - 1
+            and ids[i - 1] == im_end
+            and ids[i + 1] == im_start
+            and ids[i + 2 : i + 2 + len(tool_turn)] == tool_turn
+        )
+    ]
+
+
+@pytest.mark.parametrize("newline", [True, False], ids=["verl_newline", "released_no_newline"])
 @pytest.mark.parametrize("name", list(CASES))
-async def test_incremental_ids_equal_the_rendered_conversation(name, tiny_model_dir, base_cfg):
+async def test_incremental_ids_equal_the_rendered_conversation(name, newline, tiny_model_dir, base_cfg):
     template_fn, case = CASES[name]
     template = template_fn()
     script, conversation = case()
-    cfg = with_updates(base_cfg, actor_rollout_ref__model__custom_chat_template=template)
+    cfg = with_updates(
+        base_cfg,
+        actor_rollout_ref__model__custom_chat_template=template,
+        agentrl__agent_loop__tool_turn_newline=newline,
+    )
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     tokenizer.chat_template = template
     client = ScriptedClient(
@@ -105,16 +131,22 @@ async def test_incremental_ids_equal_the_rendered_conversation(name, tiny_model_
             assert record.messages[index + 1]["content"].startswith("Error:")
             message["content"] = record.messages[index + 1]["content"]
 
-    def render(messages: list[dict], **kwargs) -> list[int]:
+    def template(messages: list[dict], **kwargs) -> list[int]:
         return list(tokenizer.apply_chat_template(messages, tools=schemas, tokenize=True, return_dict=False, **kwargs))
+
+    def render(messages: list[dict], **kwargs) -> list[int]:
+        ids = template(messages, **kwargs)
+        return ids if newline else without_tool_turn_newlines(ids, tokenizer)
 
     assert record.prompt_ids == render(prompt, add_generation_prompt=True)
     ids = record.prompt_ids + record.response_ids
-    newline = tokenizer.encode("\n", add_special_tokens=False)
+    newline_ids = tokenizer.encode("\n", add_special_tokens=False)
     # The conversation render ends with "<|im_end|>\n"; generation stopped at "<|im_end|>".
-    assert ids + newline == render(prompt + conversation)
+    assert ids + newline_ids == render(prompt + conversation)
     # The conversation the loop recorded renders to the same ids.
-    assert ids + newline == render(record.messages)
+    assert ids + newline_ids == render(record.messages)
+    tool_turns = sum(1 for m in conversation if m["role"] == "tool")
+    assert len(template(prompt + conversation)) - len(ids + newline_ids) == (0 if newline else tool_turns)
 
     # The mask covers exactly the assistant turns: what the model generated, stop token included, nothing else.
     generated = [tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id] for text in script]
