@@ -253,12 +253,17 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         runtime_token_ids: list[int],
         response_mask: list[int],
         response_logprobs: list[float] | None = None,
-        tools: list[dict] = None,  # type: ignore[assignment]  # verl's signature
+        tools: list[dict] | None = None,
     ) -> tuple[MergeResult, list[int], list[float] | None]:
         """verl's merge of a tool turn; without the boundary tokens its builder inserts (the ``\\n`` after a
         generated ``<|im_end|>``) when ``tool_turn_newline`` is off, as the released loop appended tool turns."""
         merged = await super().ct_merge_context_msg(
-            previous_messages, updated_messages, runtime_token_ids, response_mask, response_logprobs, tools=tools
+            previous_messages,
+            updated_messages,
+            runtime_token_ids,
+            response_mask,
+            response_logprobs,
+            tools=tools,  # type: ignore[arg-type]  # verl annotates list[dict] with a None default
         )
         if self.settings.tool_turn_newline:
             return merged
