@@ -14,6 +14,8 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | ``agentrl.agent_loop.malformed_call_feedback`` | false: a turn of only bad calls ends | true: answered |
 | tool ``auto_print`` (verl_configs/tools/*.yaml) | ``last_line``: ``print(<last line>)`` | ``expression`` (ast) |
 | tool ``failure_reply`` | ``no_stdout``: "no stdout here" | ``explain``: partial output + why |
+| ``reward.reward_kwargs.ground_truth_form`` | ``published``: graded as stored | ``normalized``: rewards/ground_truth.py |
+| ``reward.reward_kwargs.leetcode_tests`` | ``asserts``: LeetCode asserts run | ``call``: the rebuilt mix's conversion |
 | ``agentrl.agent_loop.tool_turn_newline`` | false: ``<|im_end|><|im_start|>user`` | true: verl 0.9.1's ``\\n`` |
 | ``agentrl.agent_loop.error_text`` + tool ``error_text`` | ``released``: ``Error when executing tool: 'python'`` | ``explain`` |
 | tool ``large_output`` | ``timeout``: over 196,608 bytes a stream = a timeout | ``keep``: returned (cut by verl) |
@@ -35,6 +37,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "malformed_call_feedback": {"open_agentrl": False, "agentrl": True},
     "auto_print": {"open_agentrl": "last_line", "agentrl": "expression"},
     "failure_reply": {"open_agentrl": "no_stdout", "agentrl": "explain"},
+    "ground_truth_form": {"open_agentrl": "published", "agentrl": "normalized"},
+    "leetcode_tests": {"open_agentrl": "asserts", "agentrl": "call"},
     "tool_turn_newline": {"open_agentrl": False, "agentrl": True},
     "error_text": {"open_agentrl": "released", "agentrl": "explain"},
     "large_output": {"open_agentrl": "timeout", "agentrl": "keep"},

@@ -1,7 +1,8 @@
 """Code-test encodings of the RL sources → the project's code-test object (CONTRACTS: the LiveCodeBench encoding).
 
-Skywork-OR1/TACO I/O tests ``{"inputs", "outputs", "fn_name"}`` and LeetCode assert harnesses; asserts that cannot be
-expressed as literal calls (helper objects such as ListNode) stay a raw assert harness, graded by running them.
+Skywork-OR1/TACO I/O tests ``{"inputs", "outputs", "fn_name"}`` and LeetCode assert harnesses. A harness stays the
+ground truth (graded by running its asserts); where every assert is a literal call it also gets a call-based conversion
+(``extra_info.call_tests`` of the RL row, graded under ``reward.reward_kwargs.leetcode_tests: call``).
 """
 
 from __future__ import annotations
@@ -35,17 +36,18 @@ def _test_text(value: Any, *, call_based: bool, what: str) -> str:
 
 
 def io_tests(tests: dict) -> dict[str, Any]:
-    """Skywork/TACO I/O tests → the CONTRACTS code-test object."""
+    """Skywork/TACO I/O tests → the CONTRACTS code-test object; stdin tests carry no ``fn_name`` key (as Skywork's own
+    loader reads them: a ``"fn_name": null`` key scores −1 under the released grader, see rewards/ground_truth.py)."""
     inputs, outputs = tests.get("inputs"), tests.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs) or not inputs:
         raise ConvertError("reward_model.ground_truth", "inputs/outputs must be equal-length non-empty lists")
     fn_name = tests.get("fn_name") or None
     call = fn_name is not None
-    return {
+    converted: dict[str, Any] = {
         "inputs": [_test_text(v, call_based=call, what="input") for v in inputs],
         "outputs": [_test_text(v, call_based=call, what="output") for v in outputs],
-        "fn_name": fn_name,
     }
+    return {**converted, "fn_name": fn_name} if call else converted
 
 
 def _signature_params(content: str, fn_name: str) -> list[str] | None:
@@ -115,18 +117,22 @@ def leetcode_assert_tests(tests: dict, content: str) -> dict[str, Any]:
     return {"inputs": inputs, "outputs": outputs, "fn_name": fn_name}
 
 
-def leetcode_assert_tests_or_raw(tests: dict, content: str) -> dict[str, Any]:
-    """Literal asserts → call-based tests; asserts on helper objects (ListNode, TreeNode) stay a raw assert harness,
-    graded as the original did, by running them (agentrl_recipe/rewards/code/assert_tests.py)."""
+def leetcode_asserts_and_call_tests(tests: dict, content: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the raw assert harness, its call-based conversion or None). The harness is the ground truth, graded as the
+    original did, by running the asserts (agentrl_recipe/rewards/code/assert_tests.py); the conversion exists when
+    every assert is a literal call (asserts on helper objects such as ListNode/TreeNode have none)."""
+    raw = {k: tests.get(k) for k in ("import_prefix", "test_code", "entry_point")}
     try:
-        return leetcode_assert_tests(tests, content)
-    except ConvertError as literal_error:
-        raw = {k: tests.get(k) for k in ("import_prefix", "test_code", "entry_point")}
-        try:
-            AssertTests.parse(raw)
-        except ValueError as e:
-            raise ConvertError(literal_error.field, f"{literal_error}; as raw asserts: {e}") from e
-        return raw
+        call_tests: dict[str, Any] | None = leetcode_assert_tests(tests, content)
+        literal_error = None
+    except ConvertError as e:
+        call_tests, literal_error = None, e
+    try:
+        AssertTests.parse(raw)
+    except ValueError as e:
+        field = literal_error.field if literal_error else "reward_model.ground_truth.test_code"
+        raise ConvertError(field, f"{literal_error or 'literal asserts'}; as raw asserts: {e}") from e
+    return raw, call_tests
 
 
 # --- rows whose fn_name the graders' import prelude already binds (issue 34, item 9) ---

@@ -15,12 +15,13 @@ picked from the data_source of its FIRST row:
 gives each row the map function its own data_source selects. The texts are :mod:`data_prep.prompts`
 (verbatim).
 
-Ground truths are kept as published, so both ``agentrl.compat`` modes grade what the original graded: math answers as
-their text, code tests as their raw JSON text in either Skywork-OR1 form, I/O ``{"inputs", "outputs"[, "fn_name"]}`` or
-the LeetCode assert harness ``{"import_prefix", "test_code", "entry_point"}`` (graded by running the asserts,
-``agentrl_recipe/rewards/code/assert_tests.py``). One change, counted in the stats as ``decoded_list_answers``: a math
-answer stored as a JSON list (Skywork-OR1's ``'["15625"]'``) becomes its element; the original compared the list's
-text with the boxed answer, so such a row could never be solved. ``data_source`` labels become ours (``math_dapo``,
+Ground truths are kept as published, byte for byte: math answers as their text, code tests as their raw JSON text in
+either Skywork-OR1 form, I/O ``{"inputs", "outputs"[, "fn_name"]}`` or the LeetCode assert harness ``{"import_prefix",
+"test_code", "entry_point"}``. How they are graded is ``reward.reward_kwargs.ground_truth_form`` and ``leetcode_tests``
+(``agentrl_recipe/rewards/ground_truth.py``): under ``compat: open_agentrl`` as the original graded them (asserts run as
+asserts; a ``"fn_name": null`` row −1; a one-element list answer ``'["15625"]'`` compared as that text), under
+``agentrl`` normalized (null keys dropped, the list's element). The stats count both quirks: ``list_answers`` and
+``code_fn_name_null``. ``data_source`` labels become ours (``math_dapo``,
 ``mega-science``, ``skywork_math`` for ``train-math-*``, ``skywork_code`` for any label with ``code``); the
 published label is ``extra_info.source_label``. Every row is validated (:mod:`data_prep.schema`):
 an unknown label or ground-truth form goes to ``<out>.rejects.jsonl`` with its file and row number, never to training.
@@ -36,6 +37,7 @@ from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_parquet
+from agentrl_recipe.rewards.ground_truth import decoded_list_answer
 from data_prep import prompts, standalone
 from data_prep.code_test_forms import prelude_shadow_report
 from data_prep.files import earlier_report, fingerprint, load_source, mark_done, source_fingerprint
@@ -43,7 +45,7 @@ from data_prep.rows import ConvertError, convert_rows, text_field
 from data_prep.sink import RowSink, rejects_path
 from data_prep.stats import write_report
 
-LOADER_VERSION = 1  # bump when the output for the same input changes, so an up-to-date output is rebuilt
+LOADER_VERSION = 2  # bump when the output for the same input changes, so an up-to-date output is rebuilt
 HUB_ID = "Gen-Verse/Open-AgentRL-30K"
 TEMPLATINGS = ("first_row", "per_row")
 MAP_FN2_LABELS = ("math_dapo", "mega-science")  # CustomRLHFDataset's map_fn2 branch
@@ -76,21 +78,24 @@ def our_data_source(label: str) -> str:
     raise ConvertError("data_source", f"unknown label {label!r}: not math_dapo, mega-science, train-math-*, *code*")
 
 
-def ground_truth_text(value: Any, *, code: bool) -> tuple[str, bool]:
-    """(ground truth as stored text, was it a decoded one-element answer list)."""
-    if isinstance(value, dict):  # a parquet struct: back to the JSON text the scorers parse
-        return json.dumps(value), False
+def ground_truth_text(value: Any) -> str:
+    """The ground truth as stored text (a parquet struct back to the JSON text the scorers parse)."""
+    if isinstance(value, dict):
+        return json.dumps(value)
     if not isinstance(value, str) or not value.strip():
         raise ConvertError("reward_model.ground_truth", f"must be a non-empty string, got {value!r:.60}")
-    if code or not value.startswith("["):
-        return value, False
+    return value
+
+
+def quirks(gt: str, *, code: bool) -> list[str]:
+    """The published quirks a ground truth shows (counted in the stats; graded per ``ground_truth_form``)."""
+    if not code:
+        return ["list_answers"] if decoded_list_answer(gt) is not None else []
     try:
-        decoded = json.loads(value)
+        tests = json.loads(gt)
     except json.JSONDecodeError:
-        return value, False
-    if isinstance(decoded, list) and len(decoded) == 1 and isinstance(decoded[0], str | int | float):
-        return str(decoded[0]).strip(), True
-    return value, False
+        return []
+    return ["code_fn_name_null"] if isinstance(tests, dict) and "fn_name" in tests and tests["fn_name"] is None else []
 
 
 def convert_released(row: dict, *, templating: str, file_map_fn: str, counts: Counter[str]) -> dict:
@@ -101,8 +106,8 @@ def convert_released(row: dict, *, templating: str, file_map_fn: str, counts: Co
     code = data_source == names.DS_SKYWORK_CODE
     map_fn = file_map_fn if templating == "first_row" else map_fn_name(label)
     rm = row.get("reward_model")
-    gt, decoded = ground_truth_text(rm.get("ground_truth") if isinstance(rm, dict) else None, code=code)
-    counts["decoded_list_answers"] += decoded
+    gt = ground_truth_text(rm.get("ground_truth") if isinstance(rm, dict) else None)
+    counts.update(quirks(gt, code=code))
     counts[f"templated_{map_fn}"] += 1
     prompt = [dict(m) for m in row["prompt"]]
     prompt[0] = {**prompt[0], "content": templated(map_fn, label, content)}

@@ -17,8 +17,9 @@ from typing import Any
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
 from agentrl_recipe.rewards.code.assert_form import AssertTests
+from agentrl_recipe.rewards.ground_truth import CALL_TESTS_KEY
 from data_prep import prompts
-from data_prep.code_test_forms import io_tests, leetcode_assert_tests_or_raw
+from data_prep.code_test_forms import io_tests, leetcode_asserts_and_call_tests
 from data_prep.files import cached_rows, fingerprint, load_source, source_fingerprint
 from data_prep.rows import ConvertError, convert_rows, get_field, rl_row, text_field
 from data_prep.schema import drop_arrow_nulls
@@ -26,7 +27,7 @@ from data_prep.sink import RowSink, rejects_path
 from data_prep.stats import write_report
 from data_prep.text import exact_key
 
-CONVERTER_VERSION = 3  # bump when a converter's output changes, so cached per-source stages are rebuilt
+CONVERTER_VERSION = 4  # bump when a converter's output changes, so cached per-source stages are rebuilt
 
 
 def convert_dapo(row: dict) -> dict:
@@ -72,7 +73,12 @@ def convert_skywork_math(row: dict) -> dict:
 
 
 def convert_skywork_code(row: dict) -> dict:
-    """Skywork-OR1 code: prompt + agent note + "submit your code"; tests → the CONTRACTS JSON string."""
+    """Skywork-OR1 code: prompt + agent note + "submit your code"; tests → the CONTRACTS JSON string.
+
+    A LeetCode row keeps its assert harness as its ground truth (graded by running the asserts, as the released grader
+    did: ``reward_kwargs.leetcode_tests: asserts``, compat open_agentrl); its call-based conversion, where every assert
+    is a literal call, goes to ``extra_info.call_tests`` (graded under ``leetcode_tests: call``, compat agentrl).
+    """
     content = text_field(row, "prompt.0.content")
     raw = text_field(row, "reward_model.ground_truth")
     try:
@@ -85,11 +91,13 @@ def convert_skywork_code(row: dict) -> dict:
     if "inputs" in tests:
         converted = io_tests(tests)
     elif "test_code" in tests:
-        converted = leetcode_assert_tests_or_raw(tests, content)
+        converted, call_tests = leetcode_asserts_and_call_tests(tests, content)
     else:
         raise ConvertError("reward_model.ground_truth", f"unknown test encoding with keys {sorted(tests)}")
     extra = _skywork_extra(row, content)
     extra["num_tests"] = len(converted["inputs"]) if "inputs" in converted else len(AssertTests.parse(converted))
+    if "test_code" in tests and call_tests is not None:
+        extra[CALL_TESTS_KEY] = json.dumps(call_tests)
     return rl_row(names.DS_SKYWORK_CODE, prompts.code_agent_prompt(content), "code", json.dumps(converted), extra)
 
 

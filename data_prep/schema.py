@@ -36,6 +36,7 @@ from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
 from agentrl_recipe.rewards.code.assert_form import AssertTests, is_assert_form
 from agentrl_recipe.rewards.code.grade import CodeTests
+from agentrl_recipe.rewards.ground_truth import CALL_TESTS_KEY, decoded_list_answer
 from agentrl_recipe.tasks import task_kind
 
 PROMPT_ROLES = ("system", "user", "assistant")
@@ -151,16 +152,19 @@ def validate_rl_row(row: Any) -> list[FieldError]:
     kind = task_kind(data_source)
     if kind == "code":
         errors += validate_code_tests(gt)
+        call_tests = extra.get(CALL_TESTS_KEY) if isinstance(extra, dict) else None
+        if call_tests is not None:  # a LeetCode row's call-based conversion (reward_kwargs.leetcode_tests: call)
+            errors += validate_code_tests(call_tests, f"extra_info.{CALL_TESTS_KEY}")
     elif kind == "gpqa":
         if len(gt) != 1 or not gt.isupper():
             errors.append(FieldError("reward_model.ground_truth", f"GPQA answer must be one letter, got {gt!r}"))
     else:
         if gt != gt.strip():
             errors.append(FieldError("reward_model.ground_truth", "has surrounding whitespace (exact-match scorer)"))
-        if gt.startswith('["'):
-            try:
+        if gt.startswith('["') and decoded_list_answer(gt) is None:  # '["15625"]' is a published form, graded per
+            try:  # reward_kwargs.ground_truth_form; a list of other than one answer has no grading
                 if isinstance(json.loads(gt), list):
-                    errors.append(FieldError("reward_model.ground_truth", f"undecoded JSON list {gt!r}"))
+                    errors.append(FieldError("reward_model.ground_truth", f"JSON list of not one answer {gt!r:.80}"))
             except json.JSONDecodeError:
                 pass
     return errors

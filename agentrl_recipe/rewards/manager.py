@@ -234,6 +234,8 @@ class AgentRLRewardManager(RewardManagerBase):
                 code_timeout_s_per_test=s.code_timeout_s_per_test,
                 code_total_timeout_s=s.code_total_timeout_s,
                 code_memory_mb=s.code_memory_mb if s.code_rules == "open_agentrl" else self._lcb_memory_mb(),
+                ground_truth_form=s.ground_truth_form,
+                leetcode_tests=s.leetcode_tests,
             )
         kwargs = {"data_source": data_source, "solution_str": solution_str, "ground_truth": ground_truth}
         kwargs["extra_info"] = extra_info

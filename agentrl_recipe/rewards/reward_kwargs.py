@@ -13,6 +13,7 @@ from typing import Any
 from agentrl_recipe import compat
 from agentrl_recipe.config import from_mapping, to_plain
 from agentrl_recipe.rewards import scoring
+from agentrl_recipe.rewards.ground_truth import GROUND_TRUTH_FORMS, LEETCODE_TESTS
 
 TOOL_BONUS_MODES = ("paper", "released", "off")
 TOOL_BONUS_COUNTS = ("turns", "tool_calls")
@@ -75,6 +76,15 @@ class RewardKwargs:
     # lcb rules: cap on grading one program (all its tests); tests not reached count as timeouts. [code] none
     # (compat open_agentrl: None); compat agentrl: 60 s.
     code_total_timeout_s: float | None = None
+    # The form the ground truth is graded in (rewards/ground_truth.py). "published" (compat open_agentrl): as stored,
+    # as [code] graded Open-AgentRL-30K: a code ground truth with "fn_name": null scores −1 (code_math.py:281-284), a
+    # one-element list answer '["15625"]' is compared as that text (math_dapo.py:217). "normalized" (compat agentrl):
+    # null-valued keys dropped (stdin tests), a one-element list answer graded as its element.
+    ground_truth_form: str | None = None
+    # LeetCode rows. "asserts" (compat open_agentrl): graded by their assert harness, as [code] did
+    # (code_math.py:197-250). "call" (compat agentrl): a row with a call-based conversion (extra_info.call_tests,
+    # written by `data rl-mix`) is graded by it; rows without one (the released 30K) run their asserts.
+    leetcode_tests: str | None = None
     # None: code_rules=open_agentrl 1024 MB ([code] reward), lcb agentrl.sandbox.memory_mb ([code] tool: 2048 MB).
     code_memory_mb: int | None = None
     # Hard cap on one row's grading, any task kind (queueing for a slot excluded). A timed-out row is scored as a
@@ -90,6 +100,8 @@ class RewardKwargs:
         _check_choice("tool_bonus", self.tool_bonus, (*TOOL_BONUS_MODES, None))
         _check_choice("tool_bonus_count", self.tool_bonus_count, (*TOOL_BONUS_COUNTS, None))
         _check_choice("code_rules", self.code_rules, (*CODE_RULES, None))
+        _check_choice("ground_truth_form", self.ground_truth_form, (*GROUND_TRUTH_FORMS, None))
+        _check_choice("leetcode_tests", self.leetcode_tests, (*LEETCODE_TESTS, None))
         _check_choice("overlong_count", self.overlong_count, OVERLONG_COUNTS)
         _check_choice("math_verifier", self.math_verifier, scoring.MATH_VERIFIERS)
         for key in ("math_verify_timeout_s", "code_timeout_s_per_test", "code_total_timeout_s", "grader_timeout_s"):
@@ -111,7 +123,15 @@ class RewardKwargs:
     def from_dict(cls, values: Mapping[str, Any] | None, *, mode: str = compat.DEFAULT_MODE) -> RewardKwargs:
         """The kwargs with every None behaviour key set from compat ``mode``."""
         kwargs = from_mapping(cls, _plain(values), where="reward.reward_kwargs")
-        keys = ("tool_bonus", "tool_bonus_count", "code_rules", "code_timeout_s_per_test", "code_total_timeout_s")
+        keys = (
+            "tool_bonus",
+            "tool_bonus_count",
+            "code_rules",
+            "code_timeout_s_per_test",
+            "code_total_timeout_s",
+            "ground_truth_form",
+            "leetcode_tests",
+        )
         return dataclasses.replace(kwargs, **{k: compat.default(k, getattr(kwargs, k), mode) for k in keys})
 
     @classmethod

@@ -40,6 +40,7 @@ from typing import Any
 from verl.utils.reward_score import math_dapo
 
 from agentrl_recipe import tasks
+from agentrl_recipe.rewards.ground_truth import GROUND_TRUTH_FORMS, LEETCODE_TESTS, graded_ground_truth
 from agentrl_recipe.rewards.isolation import GraderCrashed, get_isolated_pool
 from agentrl_recipe.run_sync import run_coroutine_sync
 
@@ -134,12 +135,19 @@ class ScoreOptions:
     code_timeout_s_per_test: float | None = None  # None: LiveCodeBench's 6 s (rewards.code.io_tests.LCB_TIMEOUT_S)
     code_total_timeout_s: float | None = None
     code_memory_mb: int | None = None
+    # The ground truth's form and LeetCode tests (rewards/ground_truth.py); the defaults are compat agentrl's.
+    ground_truth_form: str = "normalized"
+    leetcode_tests: str = "call"
 
     def __post_init__(self) -> None:
         if self.code_rules not in ("lcb", "open_agentrl"):
             raise ValueError(f"code_rules must be 'lcb' or 'open_agentrl', got {self.code_rules!r}")
         if self.math_verifier not in MATH_VERIFIERS:
             raise ValueError(f"math_verifier must be one of {MATH_VERIFIERS}, got {self.math_verifier!r}")
+        if self.ground_truth_form not in GROUND_TRUTH_FORMS:
+            raise ValueError(f"ground_truth_form must be one of {GROUND_TRUTH_FORMS}")
+        if self.leetcode_tests not in LEETCODE_TESTS:
+            raise ValueError(f"leetcode_tests must be one of {LEETCODE_TESTS}")
 
 
 def score_math_row(solution_str: str, ground_truth: Any, opts: ScoreOptions) -> dict[str, Any] | Awaitable[dict]:
@@ -159,12 +167,15 @@ def _options(values: dict[str, Any]) -> ScoreOptions:
     return ScoreOptions(**{k: v for k, v in values.items() if k in known})
 
 
-def _score(data_source: str, solution_str: str, ground_truth: Any, opts: ScoreOptions) -> Any:
+def _score(
+    data_source: str, solution_str: str, gt: Any, extra_info: Mapping[str, Any] | None, opts: ScoreOptions
+) -> Any:
     """The row's result with its ``task_kind`` (a dict, or an awaitable of one)."""
     if not isinstance(solution_str, str):
         raise TypeError(f"solution_str must be a string, got {type(solution_str).__name__}")
     task = tasks.task_for(data_source)
-    result = tasks.load(task.scorer)(solution_str, ground_truth, opts)
+    gt = graded_ground_truth(task.name, gt, extra_info, form=opts.ground_truth_form, leetcode_tests=opts.leetcode_tests)
+    result = tasks.load(task.scorer)(solution_str, gt, opts)
     if inspect.isawaitable(result):
         return _with_kind(result, task.name)
     return {**result, "task_kind": task.name}
@@ -186,7 +197,7 @@ async def acompute_score(
 ) -> dict[str, Any]:
     """Score one response (coroutine). ``options`` are :class:`ScoreOptions` fields; other keywords verl passes
     (reward_router_address, ...) are ignored."""
-    result = _score(data_source, solution_str, ground_truth, _options(options))
+    result = _score(data_source, solution_str, ground_truth, extra_info, _options(options))
     return await result if inspect.isawaitable(result) else result
 
 
@@ -199,5 +210,5 @@ def compute_score(
 ) -> dict[str, Any]:
     """verl custom-score signature (sync). Same keyword options as :func:`acompute_score`; math and GPQA with the
     strict rule need no event loop."""
-    result = _score(data_source, solution_str, ground_truth, _options(options))
+    result = _score(data_source, solution_str, ground_truth, extra_info, _options(options))
     return run_coroutine_sync(result) if inspect.isawaitable(result) else result

@@ -65,17 +65,25 @@ def test_skywork_code_test_shapes(data_dir: Path) -> None:
     src = rows_of(data_dir / "skywork_or1_code.jsonl")
     stdin, fn, leetcode, lines, helper = src
     gt = [json.loads(rl_sources.convert_skywork_code(r)["reward_model"]["ground_truth"]) for r in (stdin, fn, leetcode)]
-    assert gt[0] == {"inputs": ["3\n1 2 3\n", "1\n-5\n"], "outputs": ["6\n", "-5\n"], "fn_name": None}
+    assert gt[0] == {"inputs": ["3\n1 2 3\n", "1\n-5\n"], "outputs": ["6\n", "-5\n"]}  # stdin: no fn_name key
     assert gt[1]["fn_name"] == "add" and gt[1]["inputs"] == ["1\n2", "[1]\n[2]"]
-    # keywords reordered to the signature twoSum(self, nums, target): one JSON value per line, positional
-    assert gt[2] == {"inputs": ["[2, 7, 11, 15]\n9", "[3, 3]\n6"], "outputs": ["[0, 1]", "[0, 1]"], "fn_name": "twoSum"}
+    # a LeetCode row keeps its asserts (graded as released); the call-based conversion is extra_info.call_tests:
+    # keywords reordered to the signature twoSum(self, nums, target), one JSON value per line, positional
+    converted = rl_sources.convert_skywork_code(leetcode)
+    assert converted["reward_model"]["ground_truth"] == leetcode["reward_model"]["ground_truth"]
+    assert json.loads(converted["extra_info"]["call_tests"]) == {
+        "inputs": ["[2, 7, 11, 15]\n9", "[3, 3]\n6"],
+        "outputs": ["[0, 1]", "[0, 1]"],
+        "fn_name": "twoSum",
+    }
+    assert converted["extra_info"]["num_tests"] == 2
     assert json.loads(rl_sources.convert_skywork_code(lines)["reward_model"]["ground_truth"])["inputs"] == [
         "hello\nworld\n"
     ]
-    # helper objects (ListNode) have no LCB encoding: the row keeps its raw asserts, graded by running them
+    # helper objects (ListNode) have no LCB encoding: the raw asserts only, graded by running them
     kept = rl_sources.convert_skywork_code(helper)
     assert kept["reward_model"]["ground_truth"] == helper["reward_model"]["ground_truth"]
-    assert kept["extra_info"]["num_tests"] == 1
+    assert kept["extra_info"]["num_tests"] == 1 and "call_tests" not in kept["extra_info"]
     bad = json.loads(helper["reward_model"]["ground_truth"])
     bad["test_code"] = "def check(candidate):\n    assert candidate(head = list_node([1])) != 2\n"
     helper = {**helper, "reward_model": {"ground_truth": json.dumps(bad), "style": "rule"}}

@@ -16,7 +16,10 @@ from data_prep import prompts
 from data_prep import rl_released as released
 from data_prep.schema import validate_file
 
-FIXTURE = "open_agentrl_30k.jsonl"  # rows 0-8 valid (each ground-truth form), 9 unknown test form, 10 unknown label
+# rows 0-8 valid (each ground-truth form), 9 unknown test form, 10 unknown label; 11-14 valid, the published quirks:
+# stdin tests with "fn_name": null, a multiple-choice (GPQA-style) letter, LeetCode asserts on a str / a float result
+FIXTURE = "open_agentrl_30k.jsonl"
+VALID = [*range(9), 11, 12, 13, 14]
 NO_UNITS = (
     "\nDo not put units of the final answer inside \\boxed{}. The content of \\boxed{} should be the numerical value "
     "of the final answer only, without any units."
@@ -58,9 +61,10 @@ def test_first_row_dispatch_reproduces_the_original(source: Path, tmp_path: Path
         "map_fn2",
         "first_row",
     )
-    assert [r["prompt"][0]["content"] for r in rows] == [s["prompt"][0]["content"] + NO_UNITS for s in src[:9]]
+    assert [r["prompt"][0]["content"] for r in rows] == [src[i]["prompt"][0]["content"] + NO_UNITS for i in VALID]
     assert rows[4]["prompt"][0]["content"].endswith("Print their sum." + NO_UNITS)  # a code row told "no units"
-    assert [r["extra_info"]["index"] for r in rows] == list(range(9))
+    assert [r["extra_info"]["index"] for r in rows] == list(range(13))
+    assert {r["extra_info"]["map_fn"] for r in rows} == {"map_fn2"}
 
 
 def test_per_row_dispatch_is_the_fix(source: Path, tmp_path: Path, parse_args) -> None:
@@ -75,7 +79,7 @@ def test_per_row_dispatch_is_the_fix(source: Path, tmp_path: Path, parse_args) -
     assert content[4] == src[4]["prompt"][0]["content"] + SUBMIT
     assert [r["extra_info"]["map_fn"] for r in rows] == ["map_fn2", *["map_fn_skywork"] * 2, "map_fn2"] + [
         "map_fn_skywork"
-    ] * 5
+    ] * 6 + ["map_fn2", *["map_fn_skywork"] * 2]
 
 
 def test_a_file_that_starts_with_a_code_row_gets_the_skywork_templates(data_dir: Path, tmp_path: Path, parse_args):
@@ -91,17 +95,24 @@ def test_ground_truths_are_kept_as_published_and_every_form_is_gradable(source: 
     src = read_local_file(source)
     stats, rows = load(parse_args, source, tmp_path / "out.parquet")
     gts = [r["reward_model"]["ground_truth"] for r in rows]
-    assert gts[:4] == ["34", "15625", "7", "0.25"] and stats["decoded_list_answers"] == 1  # '["7"]' → "7"
-    assert gts[4:] == [s["reward_model"]["ground_truth"] for s in src[4:9]]  # code tests: the raw text
-    forms = [type(parse_code_tests(gt)).__name__ for gt in gts[4:]]
-    assert forms == ["CodeTests", "CodeTests", "AssertTests", "AssertTests", "AssertTests"]
+    assert gts == [src[i]["reward_model"]["ground_truth"] for i in VALID]  # every one byte for byte as published
+    assert gts[:4] == ["34", "15625", '["7"]', "0.25"] and gts[10] == "C"  # the list answer stays a list
+    assert (stats["list_answers"], stats["code_fn_name_null"]) == (1, 1)  # the quirks, counted
+    assert json.loads(gts[9]) == {"inputs": ["3\n", "12\n"], "outputs": ["9\n", "144\n"], "fn_name": None}
+    forms = [type(parse_code_tests(gt)).__name__ for gt in gts[4:10] + gts[11:]]
+    assert (
+        forms
+        == ["CodeTests", "CodeTests", "AssertTests", "AssertTests", "AssertTests", "CodeTests"] + ["AssertTests"] * 2
+    )
     assert len(AssertTests.parse(gts[7])) == 3  # the ListNode row is kept, all its asserts
     assert [r["data_source"] for r in rows] == [
         names.DS_DAPO,
         names.DS_SKYWORK_MATH,
         names.DS_SKYWORK_MATH,
         names.DS_MEGASCIENCE,
-        *[names.DS_SKYWORK_CODE] * 5,
+        *[names.DS_SKYWORK_CODE] * 6,
+        names.DS_MEGASCIENCE,
+        *[names.DS_SKYWORK_CODE] * 2,
     ]
     assert (
         json.loads(rows[1]["extra_info"]["source_extra_info"])["model_difficulty"]["DeepSeek-R1-Distill-Qwen-7B"] == 7
@@ -114,7 +125,7 @@ def test_unknown_forms_and_labels_are_rejected_with_their_row_numbers(source: Pa
     rejects = [json.loads(line) for line in (tmp_path / "out.rejects.jsonl").read_text().splitlines()]
     assert [(r["row"], r["field"]) for r in rejects] == [(9, "reward_model.ground_truth"), (10, "data_source")]
     assert "unknown code-test form" in rejects[0]["error"] and rejects[0]["source_row"]["extra_info"]["index"] == 9
-    assert (stats["loaded"], stats["kept"], stats["rejected"]) == (11, 9, 2)
+    assert (stats["loaded"], stats["kept"], stats["rejected"]) == (15, 13, 2)
 
 
 def test_rerun_is_skipped_and_a_changed_flag_rebuilds(source: Path, tmp_path: Path, parse_args, capsys) -> None:
@@ -141,7 +152,7 @@ def test_the_output_loads_in_verl_rlhf_dataset(source: Path, tmp_path: Path, par
     load(parse_args, source, out)
     cfg = OmegaConf.create({"max_prompt_length": 4096, "filter_overlong_prompts": False, "return_raw_chat": True})
     ds = RLHFDataset([str(out)], tiny_tokenizer, cfg)
-    assert len(ds) == 9 and ds[7]["agent_name"] == names.AGENT_LOOP
+    assert len(ds) == 13 and ds[7]["agent_name"] == names.AGENT_LOOP
     assert "is_same_list" in ds[7]["reward_model"]["ground_truth"]
 
 

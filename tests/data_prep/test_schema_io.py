@@ -42,7 +42,7 @@ def test_valid_rows_pass() -> None:
         (lambda r: r["prompt"].__setitem__(0, {"role": "user", "content": ""}), "prompt[0].content"),
         (lambda r: r["prompt"].append({"role": "assistant", "content": "x"}), "prompt[1].role"),
         (lambda r: r["reward_model"].update(ground_truth=34), "reward_model.ground_truth"),
-        (lambda r: r["reward_model"].update(ground_truth='["34"]'), "reward_model.ground_truth"),
+        (lambda r: r["reward_model"].update(ground_truth='["34", "35"]'), "reward_model.ground_truth"),
         (lambda r: r["reward_model"].update(style="rule-lighteval/MATH_v2"), "reward_model.style"),
         (lambda r: r["extra_info"].update(index="uuid"), "extra_info.index"),
     ],
@@ -51,6 +51,18 @@ def test_rl_row_errors_name_the_field(mutate, field: str) -> None:
     row = good_math_row()
     mutate(row)
     assert field in fields(validate_rl_row(row))
+
+
+def test_published_forms_are_valid_and_a_call_conversion_is_checked() -> None:
+    """'["34"]' and "fn_name": null are Open-AgentRL-30K's published forms (graded per ground_truth_form)."""
+    row = good_math_row()
+    row["reward_model"]["ground_truth"] = '["34"]'
+    assert validate_rl_row(row) == []
+    row = good_code_row()
+    row["reward_model"]["ground_truth"] = json.dumps({"inputs": ["1\n"], "outputs": ["1\n"], "fn_name": None})
+    assert validate_rl_row(row) == []
+    row["extra_info"]["call_tests"] = json.dumps({"inputs": ["x"], "outputs": ["1"], "fn_name": "f"})
+    assert fields(validate_rl_row(row)) == {"extra_info.call_tests"}
 
 
 def test_code_ground_truth_contract() -> None:

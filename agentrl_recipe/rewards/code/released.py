@@ -199,16 +199,9 @@ def _result(passed: list[bool], pred: str, infra: bool) -> dict[str, Any]:
 
 
 def released_form(ground_truth: Any) -> str:
-    """The ground truth as the released grader saw it: ``str()`` of it, except that a JSON string's null-valued keys
-    are dropped first — our data prep writes ``"fn_name": null`` for stdin tests where the released set (Skywork's
-    loader drops None keys) has no key; ``ast.literal_eval`` would reject the ``null``."""
-    if isinstance(ground_truth, str):
-        try:
-            decoded = json.loads(ground_truth)
-        except ValueError:
-            return ground_truth
-        if isinstance(decoded, dict) and any(v is None for v in decoded.values()):
-            return json.dumps({k: v for k, v in decoded.items() if v is not None})
+    """The ground truth as the released grader saw it: ``str()`` of it. A JSON text's ``"fn_name": null`` stays (the
+    original then scores −1: ``"fn_name" in`` it holds, no function named None is found); under
+    ``ground_truth_form: normalized`` the scorer gets the text without null-valued keys (rewards/ground_truth.py)."""
     return str(ground_truth)
 
 

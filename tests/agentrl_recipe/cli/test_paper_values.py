@@ -76,15 +76,20 @@ TABLE = {
         **RL_COMMON,
         f"{A}.clip_ratio_high": 0.315,
         "actor_rollout_ref.model.path": "checkpoints/agentrl_sft/qwen3_4b/global_step_465/huggingface",
-        "data.train_files": "data/rl/train.parquet",
+        "data.train_files": "data/rl/open_agentrl_30k.parquet",  # [code] the published 30K (make data-rl-released)
     },
     "agentrl_rl_qwen3_4b_eps028": {**RL_COMMON, f"{A}.clip_ratio_high": 0.28},
     "agentrl_rl_qwen2_7b": {
         **RL_COMMON,
         f"{A}.clip_ratio_high": 0.28,
         "actor_rollout_ref.model.path": "checkpoints/agentrl_sft/qwen2_7b/global_step_465/huggingface",
-        "data.train_files": "data/rl/model_aware.parquet",
+        "data.train_files": "data/rl/open_agentrl_30k.parquet",  # [code] grpo_tcr_qwen2_7b.sh trains on the 30K
     },
+    "agentrl_rl_qwen2_7b_fixed": {"data.train_files": "data/rl/open_agentrl_30k.parquet"},
+    "agentrl_rl_qwen2_7b_async": {"data.train_files": "data/rl/open_agentrl_30k.parquet"},
+    "agentrl_rl_qwen2_7b_colocate_async": {"data.train_files": "data/rl/open_agentrl_30k.parquet"},
+    "ablations/rl_data_diverse": {"data.train_files": "data/rl/train.parquet"},  # the rebuilt mix (make data-rl-mix)
+    "ablations/rl_data_model_aware": {"data.train_files": "data/rl/model_aware.parquet"},
     "agentrl_sft_qwen3_4b": {**SFT_COMMON, "model.path": "Qwen/Qwen3-4B-Instruct-2507"},
     "agentrl_sft_qwen2_7b": {**SFT_COMMON, "model.path": "Qwen/Qwen2.5-7B-Instruct"},
     "ablations/grpo_t": {

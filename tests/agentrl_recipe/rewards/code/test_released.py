@@ -97,7 +97,8 @@ def test_class_method_conversion_and_released_form() -> None:
         code_released.to_class_method("def f(a):\n    return a", "f")
         == "class Solution:\n\n    def f(self, a):\n        return a"
     )
-    assert code_released.released_form('{"inputs": ["1"], "fn_name": null}') == '{"inputs": ["1"]}'
+    # kept: the released code then scores −1 (ground_truth_form: normalized drops the key before it gets here)
+    assert code_released.released_form('{"inputs": ["1"], "fn_name": null}') == '{"inputs": ["1"], "fn_name": null}'
     assert code_released.released_form({"a": 1}) == "{'a': 1}"
     with pytest.raises(ValueError, match="neither 'inputs' nor 'import_prefix'"):
         import asyncio
