@@ -39,24 +39,82 @@ Config keys (all verl's, under ``actor_rollout_ref.actor``; paper values from ar
 - ``clip_ratio_c`` (dual-clip bound c for A < 0, must be > 1): verl 3.0; paper 10.0.
 - ``loss_agg_mode``: verl token-mean; paper token-mean ("T"); the ablations use seq-mean-token-mean /
   seq-mean-token-sum.
+- ``policy_loss.token_mean_scope`` (:class:`TCRPolicyLossConfig`, selected by ``policy_loss._target_``): what
+  token-mean averages over. ``mini_batch`` (verl 0.9.1, agentrl): all the mini-batch's response tokens
+  (``batch_num_tokens``). ``micro_batch`` (open_agentrl, [code] verl 0.5 ``dp_actor.py:424-428,480``: ``policy_loss *
+  (micro-batch sequences / mini-batch sequences)`` with ``agg_loss`` over the micro-batch's own tokens): each
+  micro-batch's token mean, weighted by its sequence count — a short-answer micro-batch's tokens weigh more. null =
+  from ``policy_loss.compat`` (``${agentrl.compat}``). Token-mean only; the entropy and KL terms keep verl's scope.
+
+With ratio 1 and loss −A per token, 4 micro-batches of 2 sequences (1+1, 3+3, 2+2, 4+4 tokens; A = −1 on the first
+micro-batch, 0 elsewhere): ``micro_batch`` gives 2/8 · 1 = 0.25, ``mini_batch`` 2/20 = 0.1
+(tests/agentrl_recipe/algos/test_losses.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from verl.trainer.ppo import core_algos
 from verl.utils import torch_functional as verl_F
 from verl.utils.metric import AggregationType, Metric
-from verl.workers.config import ActorConfig
+from verl.workers.config import ActorConfig, PolicyLossConfig
 
-from agentrl_recipe import names, trace
+from agentrl_recipe import compat, names, trace
 
 # The tokens one optimizer update divides its loss by, averaged over the step's updates by verl's trainer
 # (`reduce_metrics`). No "min"/"max" in the name: `reduce_metrics` takes np.min over mini-batches for any key that
 # contains "min", so the first name, `loss_denominator_tokens`, came out as the smallest mini-batch's count.
 LOSS_TOKENS_PER_UPDATE = "actor/loss_tokens_per_update"
+
+
+TOKEN_MEAN_SCOPES = ("micro_batch", "mini_batch")
+
+
+@dataclasses.dataclass
+class TCRPolicyLossConfig(PolicyLossConfig):
+    """verl's ``actor.policy_loss`` + agentrl_tcr's keys (``_target_`` in verl_configs/recipe/grpo_tcr.yaml)."""
+
+    token_mean_scope: str | None = None  # null = from compat: open_agentrl micro_batch, agentrl mini_batch
+    compat: str = compat.DEFAULT_MODE  # ${agentrl.compat}: the loss sees only the actor's config
+
+    def __post_init__(self) -> None:
+        compat.check_mode(self.compat, where="actor_rollout_ref.actor.policy_loss.compat")
+        if self.token_mean_scope not in (None, *TOKEN_MEAN_SCOPES):
+            raise ValueError(
+                f"actor_rollout_ref.actor.policy_loss.token_mean_scope must be one of {TOKEN_MEAN_SCOPES} or null, "
+                f"got {self.token_mean_scope!r}"
+            )
+
+    @property
+    def resolved_scope(self) -> str:
+        return compat.default("token_mean_scope", self.token_mean_scope, self.compat)
+
+
+def token_mean_scope(config: ActorConfig) -> str:
+    """The actor's token-mean scope: verl's (mini_batch) unless its policy_loss is a :class:`TCRPolicyLossConfig`."""
+    policy_loss = config.policy_loss
+    return policy_loss.resolved_scope if isinstance(policy_loss, TCRPolicyLossConfig) else "mini_batch"
+
+
+def micro_batch_scale(response_mask: torch.Tensor, global_batch_info: dict[str, Any]) -> torch.Tensor:
+    """Factor turning verl's mini-batch token-mean of one micro-batch into verl 0.5's micro-batch scope.
+
+    verl 0.9.1: Σ_mb(mask·L) / B · dp (B = the mini-batch's tokens, dp ranks averaged by FSDP). verl 0.5:
+    Σ_mb(mask·L) / t_mb · n_mb / (N / dp), with t_mb, n_mb the micro-batch's tokens and sequences and N the mini-batch's
+    sequences over all ranks (``global_batch_size``). The ratio is B · n_mb / (t_mb · N); 0 for a micro-batch
+    without tokens (verl 0.5's masked mean of nothing).
+    """
+    total = global_batch_info.get("global_batch_size")
+    if not total:
+        raise ValueError("token_mean_scope micro_batch needs global_batch_info['global_batch_size'] (verl's ppo_loss)")
+    tokens = response_mask.sum()
+    batch_tokens = global_batch_info.get("batch_num_tokens")
+    batch_tokens = tokens if batch_tokens is None else batch_tokens  # agg_loss's own fallback (dp 1)
+    scale = batch_tokens * response_mask.shape[0] / (tokens.clamp(min=1) * total)
+    return torch.where(tokens > 0, scale, torch.zeros_like(scale))
 
 
 def _clip_bounds(config: ActorConfig) -> tuple[float, float, float]:
@@ -138,6 +196,8 @@ def compute_policy_loss_tcr(
         config=config,
         rollout_is_weights=rollout_is_weights,
     )
+    if loss_agg_mode == "token-mean" and token_mean_scope(config) == "micro_batch":
+        pg_loss = pg_loss * micro_batch_scale(response_mask, config.global_batch_info)  # verl logs pg_loss from it
     metrics.update(clip_branch_metrics(old_log_prob, log_prob, advantages, response_mask, *_clip_bounds(config)))
     # The token-mean denominator verl hands the loss (the mini-batch's unmasked response tokens): trajectory masks
     # shrink it, which is how a masked trajectory leaves the mean rather than diluting it.

@@ -189,7 +189,7 @@ def check_keys(cfg: Any, base: Any, kind: str, report: CheckReport, allow: Seque
     for key, value in leaves(tree):
         if _unchecked(key, allow):
             continue
-        message = _key_problem(key, value, base_tree, kind)
+        message = _key_problem(key, value, base_tree, kind, tree)
         if message:
             report.errors.append(Problem(key, message))
 
@@ -202,8 +202,9 @@ def _unchecked(key: str, allow: Sequence[str]) -> bool:
     return any(key == a or key.startswith(a + ".") for a in (*allow, *VERL_GET_ONLY))
 
 
-def _key_problem(key: str, value: Any, base_tree: Any, kind: str) -> str | None:
-    """Why verl would ignore ``key`` (a legacy key, an unknown one), or None when verl reads it."""
+def _key_problem(key: str, value: Any, base_tree: Any, kind: str, tree: Any = None) -> str | None:
+    """Why verl would ignore ``key`` (a legacy key, an unknown one), or None when verl reads it. A section of ``tree``
+    (the config) whose own ``_target_`` is a dataclass (a subclass of verl's) may hold that dataclass's fields."""
     in_base, base_value = _lookup(base_tree, key)
     replacement = legacy(kind, key)
     if replacement and (not in_base or (base_value is None and value is not None)):
@@ -219,6 +220,9 @@ def _key_problem(key: str, value: Any, base_tree: Any, kind: str) -> str | None:
     missing = parts[len(parent.split(".")) if parent else 0]
     if _dataclass_has_field(parent_value, missing):
         return None  # absent from verl's YAML but a field of the dataclass verl builds from this node
+    own = _lookup(tree, parent)[1] if tree is not None and parent else None
+    if isinstance(own, dict) and _dataclass_has_field(own, missing):
+        return None  # a field of the config's own _target_ (agentrl_recipe.algos.losses.TCRPolicyLossConfig)
     hint = difflib.get_close_matches(missing, list(parent_value), n=1)
     where = f"under {parent}" if parent else "at the top level"
     did_you_mean = f" (did you mean {(parent + '.' if parent else '') + hint[0]}?)" if hint else ""

@@ -272,3 +272,92 @@ def test_loss_metrics_survive_verls_reduction_over_mini_batches(actor_config) ->
     ours = {key for key, value in metrics.items() if value.aggregation == AggregationType.MEAN} - vanilla_keys
     assert LOSS_TOKENS_PER_UPDATE in ours
     assert not [key for key in ours if "min" in key or "max" in key]
+
+
+def scoped_config(actor_config, scope: str | None, mode: str = "agentrl"):
+    from agentrl_recipe.algos.losses import TCRPolicyLossConfig
+
+    policy_loss = TCRPolicyLossConfig(loss_mode=names.POLICY_LOSS, token_mean_scope=scope, compat=mode)
+    return actor_config(clip_ratio_low=EPS_LOW, clip_ratio_high=EPS_HIGH, clip_ratio_c=C, policy_loss=policy_loss)
+
+
+def micro_batch(lengths: list[int], advantage: float, width: int = 4) -> tuple[torch.Tensor, ...]:
+    """Sequences of the given token counts, ratio 1 (per-token loss −A), padded to ``width``."""
+    mask = torch.tensor([[1.0] * n + [0.0] * (width - n) for n in lengths], dtype=torch.float64)
+    old = torch.full_like(mask, -1.0)
+    return old, old.clone(), torch.full_like(mask, advantage), mask
+
+
+GOLDEN_MICRO_BATCHES = [
+    ([1, 1], -1.0),
+    ([3, 3], 0.0),
+    ([2, 2], 0.0),
+    ([4, 4], 0.0),
+]  # one mini-batch: 8 seqs, 20 tokens
+
+
+@pytest.mark.parametrize(("scope", "expected"), [("micro_batch", 2 / 8 * 1.0), ("mini_batch", 2 / 20)])
+def test_golden_token_mean_scope(tcr, actor_config, scope: str, expected: float) -> None:
+    """Released (verl 0.5): each micro-batch's token mean × its share of the mini-batch's sequences; verl 0.9.1: one
+    mean over the mini-batch's tokens. The short micro-batch's loss weighs 2.5× more under the released scope."""
+    config = scoped_config(actor_config, scope)
+    config.global_batch_info.update(dp_size=1, batch_num_tokens=20, global_batch_size=8)
+    total = 0.0
+    for lengths, advantage in GOLDEN_MICRO_BATCHES:
+        loss, _ = tcr(*micro_batch(lengths, advantage), loss_agg_mode="token-mean", config=config)
+        total += loss.item()
+    assert total == pytest.approx(expected, abs=1e-12)
+
+
+def released_token_losses(old: torch.Tensor, logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """Per-token clipped loss, written out (verl 0.5's compute_policy_loss with dual clip)."""
+    ratio = torch.exp(torch.clamp(logp - old, -20.0, 20.0))
+    clipped = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - EPS_LOW, 1 + EPS_HIGH))
+    return torch.where(adv < 0, torch.minimum(-adv * C, clipped), clipped)
+
+
+@pytest.mark.parametrize("dp", [1, 2])
+def test_micro_batch_scope_equals_verl05_on_random_inputs(tcr, actor_config, dp: int) -> None:
+    """verl 0.5 dp_actor.py: loss = masked_mean(L over the micro-batch) · n_mb / (N / dp) on each rank, the ranks'
+    gradients averaged; ours over the same split, with verl 0.9.1's global_batch_info, gives the same value."""
+    gen = torch.Generator().manual_seed(dp)
+    n, width = 12, 7
+    old = -torch.rand(n, width, generator=gen, dtype=torch.float64)
+    logp = old + torch.randn(n, width, generator=gen, dtype=torch.float64) * 0.5
+    adv = torch.randn(n, width, generator=gen, dtype=torch.float64)
+    mask = (torch.rand(n, width, generator=gen) > 0.4).double()
+    mask[3] = 0  # a sequence without tokens
+    mask[5] = 0  # ... and a micro-batch without tokens
+    splits = [[0, 1, 2], [3, 4], [5], [6, 7, 8, 9, 10, 11]]  # dp 2: the first two on rank 0, the rest on rank 1
+    config = scoped_config(actor_config, None, mode="open_agentrl")  # null: the mode's scope
+    config.global_batch_info.update(dp_size=dp, batch_num_tokens=int(mask.sum()), global_batch_size=n)
+    ours = released = 0.0
+    for rows in splits:
+        loss, _ = tcr(old[rows], logp[rows], adv[rows], mask[rows], loss_agg_mode="token-mean", config=config)
+        ours += loss.item() / dp  # FSDP averages the ranks' gradients
+        losses = released_token_losses(old[rows], logp[rows], adv[rows])
+        micro_mean = (losses * mask[rows]).sum() / (mask[rows].sum() + 1e-8)  # verl 0.5 masked_mean
+        released += micro_mean.item() * len(rows) / (n / dp) / dp
+    assert ours == pytest.approx(released, abs=1e-9)
+    global_mean = (released_token_losses(old, logp, adv) * mask).sum() / mask.sum()
+    assert abs(ours - global_mean.item()) > 1e-3  # the two scopes differ on these inputs
+
+
+def test_token_mean_scope_resolution(actor_config) -> None:
+    from agentrl_recipe.algos.losses import TCRPolicyLossConfig, token_mean_scope
+
+    assert TCRPolicyLossConfig(compat="open_agentrl").resolved_scope == "micro_batch"
+    assert TCRPolicyLossConfig(compat="agentrl").resolved_scope == "mini_batch"
+    assert TCRPolicyLossConfig(compat="open_agentrl", token_mean_scope="mini_batch").resolved_scope == "mini_batch"
+    assert token_mean_scope(actor_config()) == "mini_batch"  # verl's own PolicyLossConfig: verl's scope
+    with pytest.raises(ValueError, match="token_mean_scope must be one of"):
+        TCRPolicyLossConfig(token_mean_scope="sequence")
+    with pytest.raises(ValueError, match="compat must be one of"):
+        TCRPolicyLossConfig(compat="verl")
+
+
+def test_micro_batch_scope_leaves_other_agg_modes_alone(tcr, actor_config) -> None:
+    config = scoped_config(actor_config, "micro_batch")
+    config.global_batch_info.update(global_batch_size=4)
+    loss, _ = tcr(*golden_batch(), loss_agg_mode="seq-mean-token-mean", config=config)
+    assert loss.item() == pytest.approx((sum(SEQ0) / 4 + sum(SEQ1) / 3) / 4, abs=1e-7)

@@ -134,6 +134,13 @@ def test_a_typo_names_the_closest_key() -> None:
     assert "at the top level" in problems["bogus_top"]
 
 
+def test_a_section_with_its_own_target_may_hold_that_dataclass_fields() -> None:
+    """The config's own _target_ (here the tool config's dataclass) admits its fields; verl's does otherwise."""
+    own = {"_target_": "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterConfig", "error_text": "released"}
+    assert errors({"engine": own}) == {}
+    assert "no 'error_text' under engine" in errors({"engine": {"error_text": "released"}})["engine.error_text"]
+
+
 def test_legacy_keys_name_their_replacement() -> None:
     problems = errors({"reward_model": {"reward_manager": "dapo"}, "sandbox_fusion": {"url": "http://x"}})
     assert problems["reward_model.reward_manager"] == (
