@@ -40,6 +40,8 @@ COUNT_SUFFIXES = (
     "/masked_trajectories",  # training/masks/*
     "/loss_tokens",
     "/loss_tokens_kept",
+    "/fully_masked_batches",  # training/masks/*: batches the masks took whole, dropped and replaced
+    "/fully_masked_trajectories",
     "/dropped_trajectories",  # training/roc/*
     "/calls",  # agentrl_sandbox/server/<server>/*
     "/failures",

@@ -19,6 +19,20 @@ Keys (``agentrl.masks.*``; all default false, the paper uses none of them):
   combined.
 - ``malformed_tool_call`` — a turn's tool call could not be parsed (``agentrl_malformed_tool_call`` > 0).
 
+**A batch the masks take whole** (``max_fully_masked_batches``, int, default 5; not in [paper]/[code], which mask
+nothing). A sampled batch (sync: the step's batch; async: each of the step's ``parameter_sync_step`` mini-batches)
+whose every trajectory is masked — by the masks and RoC together — has no loss token. verl cannot train on it: its
+rollout correction raises ("response_mask must contain at least one valid token", ``rollout_corr_helper.py``, in every
+mode once rollout log-probs are on), and without it the token-mean loss is 0/0, the grad norm NaN, and the engine
+skips the optimizer step with a warning (``engine/fsdp/transformer_impl.py``) — verl has no deliberate path. The
+replay buffer treats such a batch as verl's async DAPO treats a zero-variance group: it drops it (clears its
+trajectories from TransferQueue), submits as many fresh prompts, and samples again, so every trained batch carries
+loss tokens and a step still has its full size. Each drop is a WARNING and is counted in
+``training/masks/fully_masked_batches`` / ``training/masks/fully_masked_trajectories`` (the dropped trajectories are in
+no other ``training/masks/*`` metric, nor in verl's rollout dump). More than ``max_fully_masked_batches`` in a row
+stop the run with one line naming the masks and their counts: the masks then take everything the policy makes
+(0: stop at the first).
+
 Every reason is counted in the step metrics whether or not its switch is on (``masks/<reason>_ratio``: fraction
 of the batch's trajectories flagged), and ``masks/masked_ratio`` / ``masks/masked_trajectories`` count what was
 actually masked. A switch that is on but whose field no trajectory carries (e.g. verl's stock ``tool_agent``
@@ -59,11 +73,16 @@ class MaskConfig:
     void_turn: bool = False  # assistant turn with neither tool call nor answer (SimpleTIR)
     overlong_filter: bool = False  # response truncated at max_response_length (DAPO overlong filtering)
     malformed_tool_call: bool = False  # unparseable tool call in some turn
+    # fully masked batches dropped and resampled in a row before the run stops (module docstring; 0: stop at once)
+    max_fully_masked_batches: int = 5
 
     def __post_init__(self) -> None:
         for reason in REASONS:
             if not isinstance(getattr(self, reason), bool):
                 raise TypeError(f"agentrl.masks.{reason} must be true/false, got {getattr(self, reason)!r}")
+        limit = self.max_fully_masked_batches
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"agentrl.masks.max_fully_masked_batches must be an integer ≥ 0, got {limit!r}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> MaskConfig:

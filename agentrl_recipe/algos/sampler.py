@@ -29,7 +29,10 @@ Config (the shipped ``verl_configs/recipe/grpo_tcr.yaml`` wires it; values are i
 ``batch_num_tokens`` from ``loss_mask``, the loss reads ``response_mask``; verl's agent loop stores both). Lengths
 are kept, so nothing downstream shifts; the ``agentrl_grpo`` estimator reads an all-zero row as "masked".
 **RoC** (:mod:`agentrl_recipe.algos.roc`, ``agentrl.roc``) is applied the same way: the trajectories it drops from an
-oversampled group are masked.
+oversampled group are masked. A sampled batch (sync: the step's; async: a mini-batch) that the masks and RoC take
+whole carries no loss token and would crash verl's rollout correction: both buffers drop it, submit as many fresh
+prompts, and sample again, stopping the run past ``agentrl.masks.max_fully_masked_batches`` in a row
+(:meth:`MaskingMixin._sample_masked`; the choice is argued in :mod:`agentrl_recipe.algos.masking`).
 
 **Dynamic sampling** (DAPO filter-groups). verl's sync ReplayBuffer already does the filtering right: finished
 groups whose ``algorithm.filter_groups.metric`` is identical across the group are evicted, 2 prompts are refilled
@@ -56,9 +59,9 @@ Keys (verl's ``algorithm.filter_groups.*``; verl default → paper [code] value)
 
 Step metrics: ``training/filter_groups/{gen_batches, refill_prompts, cap_reached, zero_variance_groups_kept,
 batch_groups}`` next to verl's ``training/filter_groups/evicted_samples``, ``training/masks/*`` (with
-``loss_tokens`` / ``loss_tokens_kept``), ``training/roc/*``, ``training/infra_guard/*``,
-``training/grader_error_guard/*``, and the step's tool, sandbox and per-source reward metrics
-(:func:`agentrl_recipe.training_metrics.step_metrics`). verl's private sampling steps are reached only through
+``loss_tokens`` / ``loss_tokens_kept``, ``fully_masked_{batches,trajectories}``), ``training/roc/*``,
+``training/infra_guard/*``, ``training/grader_error_guard/*``, and the step's tool, sandbox and per-source reward
+metrics (:func:`agentrl_recipe.training_metrics.step_metrics`). verl's private sampling steps are reached only through
 :class:`agentrl_recipe.verl_adapters.replay_buffer.HookedReplayBuffer`'s hooks. The legacy
 trainer (``trainer.use_v1=false``) has no such hook; :func:`check_trainer_config` reports that.
 """
@@ -115,6 +118,8 @@ WIRING = {
 }
 SETTINGS_WHERE = "trainer.v1.sampler.sampler_kwargs"
 MASK_FIELDS = ("response_mask", "loss_mask")
+FULLY_MASKED_PREFIX = "training/masks/fully_masked"  # _batches, _trajectories: dropped and replaced (masking.py)
+STALE_EVICTIONS = "training/off_policy/evicted_samples"  # verl's count of stale groups evicted in a draw
 
 
 # ---- settings (sampler_kwargs) and the config check -----------------------------------------------------------------
@@ -301,6 +306,10 @@ class StepSamples:
     roc_kept_penalties: list[float] = dataclasses.field(default_factory=list)
     roc: bool = False
 
+    def kept_tokens(self) -> int:
+        """Loss tokens left after masking: 0 means verl would get a batch with no valid ``response_mask`` token."""
+        return sum(t for t, is_masked in zip(self.tokens, self.masked, strict=True) if not is_masked)
+
     def extend(self, other: StepSamples) -> None:
         for field in dataclasses.fields(self):
             if field.name != "roc":
@@ -323,9 +332,7 @@ class StepSamples:
         # verl's token-mean denominator (actor/loss_tokens_per_update × the step's updates) equals loss_tokens_kept:
         # that is what shows a masked trajectory left the mean
         out["training/masks/loss_tokens"] = float(sum(self.tokens))
-        out["training/masks/loss_tokens_kept"] = float(
-            sum(t for t, is_masked in zip(self.tokens, self.masked, strict=True) if not is_masked)
-        )
+        out["training/masks/loss_tokens_kept"] = float(self.kept_tokens())
         return out
 
 
@@ -337,12 +344,40 @@ def parameter_sync_steps(trainer_config: Any) -> int:
     return int((trainer_config or {}).get("parameter_sync_step", 1))
 
 
+class FullyMaskedBatches(RuntimeError):
+    """The masks took every trajectory of more batches in a row than ``agentrl.masks.max_fully_masked_batches``."""
+
+
+@dataclasses.dataclass
+class FullyMaskedStreak:
+    """Sampled batches whose every trajectory was masked, one after the other (reset by a batch with loss tokens)."""
+
+    batches: int = 0
+    trajectories: int = 0
+    flagged: Counter = dataclasses.field(default_factory=Counter)  # enabled mask -> trajectories it flagged
+    roc_dropped: int = 0
+
+    def add(self, samples: StepSamples, settings: SamplerSettings) -> None:
+        lengths, limit = samples.lengths, settings.max_response_length
+        result = compute_trajectory_masks(samples.records, lengths, limit, settings.masks)
+        self.batches += 1
+        self.trajectories += len(samples.records)
+        self.flagged.update({reason: sum(result.flagged.get(reason, ())) for reason in settings.masks.enabled})
+        self.roc_dropped += sum(samples.roc_dropped)
+
+    def describe(self) -> str:
+        masks = ", ".join(f"{reason} {count}" for reason, count in self.flagged.items()) or "none on"
+        roc = f"; RoC dropped {self.roc_dropped}" if self.roc_dropped else ""
+        return f"{self.trajectories} trajectories; flagged by {masks}{roc}"
+
+
 class MaskingMixin:
     """Applies :mod:`agentrl_recipe.algos.masking` (and RoC, and the infra guard) to a sampled training batch.
 
     Each sample call masks its own mini-batch at once; the step's metrics (:class:`StepSamples`) are returned by the
     step's last sample call, except counts, which every call returns as ``Metric(SUM)`` of its own trajectories for
-    verl's ``MetricsAggregator`` to sum (with :mod:`agentrl_recipe.verl_adapters.metrics_aggregator`).
+    verl's ``MetricsAggregator`` to sum (with :mod:`agentrl_recipe.verl_adapters.metrics_aggregator`). A batch the
+    masks take whole is dropped and replaced (:meth:`_sample_masked`; ``agentrl.masks.max_fully_masked_batches``).
     """
 
     settings: SamplerSettings
@@ -352,6 +387,7 @@ class MaskingMixin:
     _step: StepSamples | None
     _step_id: int | None
     _step_calls: int
+    _fully_masked: FullyMaskedStreak
 
     def _load_settings(self, sampler_kwargs: Any, trainer_config: Any) -> SamplerSettings:
         metrics_aggregator.apply()  # this process runs verl's MetricsAggregator over what sample() returns
@@ -360,19 +396,84 @@ class MaskingMixin:
         self._grader_error_guard = GraderErrorGuard(self.settings.infra_guard)
         self._calls_per_step = parameter_sync_steps(trainer_config)
         self._step, self._step_id, self._step_calls = None, None, 0
+        self._fully_masked = FullyMaskedStreak()
         return self.settings
 
-    def _apply_masks(self, batch: KVBatchMeta, global_steps: int) -> dict[str, Any]:
-        if batch.partition_id == "val" or not batch.keys:
-            return {}
+    def _replacement_refill(self) -> Callable[[int], int] | None:
+        """The trainer's function that submits fresh prompts, to replace a dropped batch's groups."""
+        raise NotImplementedError
+
+    def _sample_masked(
+        self, draw: Callable[[], tuple[KVBatchMeta, dict]], global_steps: int
+    ) -> tuple[KVBatchMeta, dict]:
+        """``draw()`` (verl's sampling) until a batch keeps a loss token, then that batch masked, with the metrics.
+
+        A batch the masks and RoC take whole is dropped: its trajectories leave TransferQueue, as many fresh prompts
+        are submitted, and the next batch is drawn (verl's eviction metrics of every draw are kept). More than
+        ``agentrl.masks.max_fully_masked_batches`` such batches in a row stop the run (:class:`FullyMaskedBatches`).
+        """
+        evictions: dict = {}
+        dropped_batches = dropped_trajectories = 0
+        while True:
+            batch, metrics = draw()
+            if batch.partition_id == "val" or not batch.keys:
+                return batch, metrics
+            samples, guards = self._decide(batch, global_steps)
+            if samples.kept_tokens() > 0:
+                break
+            self._drop_fully_masked(batch, samples)
+            dropped_batches, dropped_trajectories = dropped_batches + 1, dropped_trajectories + len(batch.keys)
+            accumulate_eviction_metrics(evictions, metrics, int(metrics.get(STALE_EVICTIONS, 0)))
+        self._fully_masked = FullyMaskedStreak()
+        accumulate_eviction_metrics(evictions, metrics, int(metrics.get(STALE_EVICTIONS, 0)))
+        evictions.update(self._commit(batch, samples, guards, global_steps))
+        evictions[f"{FULLY_MASKED_PREFIX}_batches"] = Metric(AggregationType.SUM, float(dropped_batches))
+        evictions[f"{FULLY_MASKED_PREFIX}_trajectories"] = Metric(AggregationType.SUM, float(dropped_trajectories))
+        return batch, evictions
+
+    def _drop_fully_masked(self, batch: KVBatchMeta, samples: StepSamples) -> None:
+        """Drop a batch the masks took whole and submit as many prompts; stop the run past the bound."""
+        streak, limit = self._fully_masked, self.settings.masks.max_fully_masked_batches
+        streak.add(samples, self.settings)
+        refill = self._replacement_refill()
+        uids = {key.split("_")[0] for key in batch.keys}
+        if streak.batches > limit or refill is None:
+            why = f"more than agentrl.masks.max_fully_masked_batches={limit}"
+            if refill is None:
+                why = "and no refill function to replace them"
+            raise FullyMaskedBatches(
+                f"agentrl.masks: every trajectory of {streak.batches} sampled batches in a row was masked "
+                f"({streak.describe()}), {why}: nothing is left to train on — the masks take all the policy makes; "
+                "fix what they flag or turn one off (training/masks/*_ratio)"
+            )
+        logger.warning(
+            "[agentrl] every trajectory of a sampled batch was masked (%s): dropped, %d prompts submitted in its place "
+            "(%d of agentrl.masks.max_fully_masked_batches=%d in a row)",
+            streak.describe(),
+            len(uids),
+            streak.batches,
+            limit,
+        )
+        tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
+        refill(len(uids))
+
+    def _decide(self, batch: KVBatchMeta, global_steps: int) -> tuple[StepSamples, dict[str, float]]:
+        """What the masks, RoC and the guards decide for a sampled batch (TransferQueue untouched)."""
         records, data_sources, lengths = _read_trajectories(batch)
         result = compute_trajectory_masks(records, lengths, self.settings.max_response_length, self.settings.masks)
         samples = StepSamples(records=records, data_sources=data_sources, lengths=lengths, masked=list(result.masked))
-        guards = self._infra_guard.observe(records)  # raises when the sandbox fails too often: fail closed
-        guards.update(self._grader_error_guard.observe(records))  # raises when grading raises too often
+        guards = self._infra_guard.observe(records, global_steps)  # raises when the sandbox fails too often
+        guards.update(self._grader_error_guard.observe(records, global_steps))  # raises when grading raises too often
         if self.settings.roc.enable:
             self._apply_roc(batch, samples)
         samples.tokens = _response_tokens(batch)
+        return samples, guards
+
+    def _commit(
+        self, batch: KVBatchMeta, samples: StepSamples, guards: dict[str, float], global_steps: int
+    ) -> dict[str, Any]:
+        """Zero the masked trajectories' masks in TransferQueue; this call's counts, and the step's metrics when it
+        is the step's last call."""
         _zero_masks(batch, samples.masked)
         out: dict[str, Any] = {
             key: Metric(AggregationType.SUM, value)
@@ -575,20 +676,26 @@ class AgentRLReplayBuffer(MaskingMixin, HookedReplayBuffer):
             assert self.train_batch_size is not None
             self._refill_budget = (self.max_num_gen_batches - 1) * self.train_batch_size
 
-    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
-        """verl's sync sampling under this step's generation budget, then the trajectory masks."""
-        trace.mark(type(self).__name__)
-        training = partition_id != "val"
-        self._start_step(training)
+    def _draw(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        """verl's sync sampling under a fresh generation budget (the short batch at the cap)."""
+        self._start_step(partition_id != "val")
         try:
-            batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+            return super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
         except _CapReached:
-            batch, metrics = self._short_batch(global_steps, partition_id, batch_size)
-        if not training:
-            return batch, metrics
-        if self.filter_groups_metric is not None:
+            return self._short_batch(global_steps, partition_id, batch_size)
+
+    def _replacement_refill(self) -> Callable[[int], int] | None:
+        return self._trainer_refill  # outside the DAPO budget: a replaced batch starts a fresh one (_draw)
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        """verl's sync sampling under this step's generation budget, then the trajectory masks (a batch the masks take
+        whole is replaced by a freshly generated one: :meth:`MaskingMixin._sample_masked`)."""
+        trace.mark(type(self).__name__)
+        if partition_id == "val":
+            return self._draw(global_steps, partition_id, batch_size)
+        batch, metrics = self._sample_masked(lambda: self._draw(global_steps, partition_id, batch_size), global_steps)
+        if self.filter_groups_metric is not None:  # of the batch trained on (its last generation budget)
             metrics.update(self._filter_groups_metrics(partition_id, batch, batch_size))
-        metrics.update(self._apply_masks(batch, global_steps))
         return batch, metrics
 
 
@@ -634,8 +741,17 @@ class AgentRLReplayBufferAsync(MaskingMixin, ReplayBufferAsync):
             **kwargs,
         )
 
+    def _replacement_refill(self) -> Callable[[int], int] | None:
+        return self.refill_fn  # one prompt per dropped group, as verl's async eviction refills
+
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
-        batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+        """verl's async sampling, then the trajectory masks (a mini-batch the masks take whole is replaced:
+        :meth:`MaskingMixin._sample_masked`)."""
         trace.mark(type(self).__name__)
-        metrics.update(self._apply_masks(batch, global_steps))
-        return batch, metrics
+
+        def draw() -> tuple[KVBatchMeta, dict]:
+            return ReplayBufferAsync.sample(
+                self, global_steps=global_steps, partition_id=partition_id, batch_size=batch_size
+            )
+
+        return self._sample_masked(draw, global_steps)

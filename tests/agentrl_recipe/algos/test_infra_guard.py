@@ -14,6 +14,7 @@ from agentrl_recipe.algos.infra_guard import (
     InfraFailureRateExceeded,
     InfraGuard,
     InfraGuardConfig,
+    RateGuard,
 )
 from agentrl_recipe.algos.sampler import AgentRLReplayBuffer
 
@@ -27,8 +28,28 @@ def test_window_rate_golden_and_the_stop() -> None:
     assert step1 == {"training/infra_guard/step_rate": 0.1, "training/infra_guard/window_rate": 0.1}
     step2 = guard.observe([GRADER_FAILED] * 3 + [{}] * 7)  # window 4/20 = 20%: not above the limit
     assert step2["training/infra_guard/window_rate"] == pytest.approx(0.2)
-    with pytest.raises(InfraFailureRateExceeded, match=r"agentrl.infra_guard.max_rate=0.2.*enable=false"):
+    with pytest.raises(InfraFailureRateExceeded) as stop:
         guard.observe([FAILED] * 2 + [{}] * 8)  # window = steps 2-3: 5/20 = 25%
+    assert str(stop.value) == (
+        "sandbox infra failures in 5 of the last 20 trajectories (25% over 2 steps), above "
+        "agentrl.infra_guard.max_rate=0.2: the sandbox is broken, stopping instead of training on its errors (run "
+        "`agentrl-recipe doctor`; agentrl.infra_guard.enable=false to train anyway)"
+    )
+
+
+@pytest.mark.parametrize("guard_class", [InfraGuard, GraderErrorGuard])
+def test_one_guard_serves_both_and_a_steps_calls_share_its_slot(guard_class: type[RateGuard]) -> None:
+    """separate_async samples a step in parameter_sync_step calls: they fill one slot of the window, so window_steps
+    counts steps, not calls."""
+    flagged = {InfraGuard: FAILED, GraderErrorGuard: {names.FIELD_GRADER_ERROR: True}}[guard_class]
+    guard = guard_class(InfraGuardConfig(window_steps=2, min_trajectories=1000))
+    prefix = guard.spec.prefix
+    assert isinstance(guard, RateGuard) and prefix.startswith("training/")
+    for _call in range(2):  # step 1: 2 calls, 1 of 4 flagged each
+        assert guard.observe([flagged] + [{}] * 3, step=1)[f"{prefix}/step_rate"] == 0.25
+    guard.observe([{}] * 4, step=2)
+    assert guard.observe([{}] * 4, step=2)[f"{prefix}/window_rate"] == pytest.approx(2 / 16)  # both steps whole
+    assert guard.observe([{}] * 8, step=3)[f"{prefix}/window_rate"] == 0.0  # step 1 left the window
 
 
 def test_no_verdict_before_min_trajectories_and_none_when_disabled() -> None:

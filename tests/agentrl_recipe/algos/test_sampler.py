@@ -304,3 +304,107 @@ def test_a_step_sampled_in_two_mini_batches_reports_its_sums_and_its_rates(tq) -
     assert "training/masks/masked_ratio" not in buffer.sample(global_steps=2, partition_id="train", batch_size=2)[1]
     with pytest.raises(RuntimeError, match="step 2 was sampled in 1 calls, not parameter_sync_step=2"):
         buffer.sample(global_steps=3, partition_id="train", batch_size=2)
+
+
+# ---- a batch the masks take whole: dropped and replaced, within a bound ----------------------------------------------
+def _void_prompts(first: int, count: int, total: int = 8 * B) -> dict:
+    """The agent loop's void-turn flag for prompts 0 .. ``total`` - 1: every session of prompts ``first`` ..
+    ``first + count - 1`` void, the others clean."""
+    void = range(first, first + count)
+    return {(p, s): {names.FIELD_VOID_TURN: p in void} for p in range(total) for s in range(N)}
+
+
+def _train_keys(tq) -> set[str]:
+    return set((tq.kv_list() or {}).get("train", {}))
+
+
+def test_verl_rollout_correction_raises_on_a_batch_with_no_loss_token() -> None:
+    """Why a fully masked batch must never reach verl: its rollout correction (on in every async preset) raises."""
+    import torch
+    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
+
+    log_probs = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="at least one valid token"):
+        compute_rollout_correction_and_rejection_mask(
+            old_log_prob=log_probs, rollout_log_prob=log_probs, response_mask=torch.zeros(2, 3), rollout_is="token"
+        )
+
+
+def test_async_buffer_replaces_a_fully_masked_mini_batch_and_counts_it(tq, caplog) -> None:
+    """Every trajectory of the first mini-batch is a void turn: it leaves TransferQueue, B fresh prompts are submitted
+    and the buffer trains on them; twice, with a bound of 1 in a row (the streak restarts after a kept batch)."""
+    extra = _void_prompts(0, B)
+    extra.update({key: value for key, value in _void_prompts(2 * B, B).items() if value[names.FIELD_VOID_TURN]})
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
+    masks = {"void_turn": True, "max_fully_masked_batches": 1}
+    buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks=masks)
+    for call in range(2):
+        before = _train_keys(tq)  # the previous call's batch stays: verl's trainer clears it, not the buffer
+        rollout.submit(B)  # all void
+        void_keys = {key for key in _train_keys(tq) - before if "_" in key}  # trajectories, not prompts
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            batch, metrics = buffer.sample(global_steps=call + 1, partition_id="train", batch_size=B)
+        assert rollout.refills == [B] * (call + 1)  # one prompt per dropped group
+        assert not set(batch.keys) & void_keys and not void_keys & _train_keys(tq)  # dropped, and gone from TQ
+        step = step_metrics(metrics)
+        assert step["training/masks/fully_masked_batches"] == 1
+        assert step["training/masks/fully_masked_trajectories"] == B * N
+        assert step["training/masks/masked_trajectories"] == 0  # of the batch trained on: the replacement, clean
+        assert step["training/masks/loss_tokens_kept"] == step["training/masks/loss_tokens"] == B * (3 + 4)
+        masks_now = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["loss_mask"])["loss_mask"]
+        assert all(row.sum() > 0 for row in masks_now.unbind())
+    assert caplog.text.count("every trajectory of a sampled batch was masked") == 2
+    assert "void_turn 8" in caplog.text and "1 of agentrl.masks.max_fully_masked_batches=1 in a row" in caplog.text
+
+
+def test_fully_masked_batches_past_the_bound_stop_the_run_with_one_line(tq) -> None:
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=_void_prompts(0, 4 * B))
+    masks = {"void_turn": True, "overlong_filter": True, "max_fully_masked_batches": 2}
+    buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks=masks)
+    rollout.submit(B)
+    with pytest.raises(sampler.FullyMaskedBatches) as stop:
+        buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    assert rollout.refills == [B, B]  # two replacements, the third fully masked batch stops the run
+    message = str(stop.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "agentrl.masks: every trajectory of 3 sampled batches in a row was masked (24 trajectories; flagged by "
+        "void_turn 24, overlong_filter 0), more than agentrl.masks.max_fully_masked_batches=2"
+    )
+
+
+def test_without_a_refill_function_a_fully_masked_batch_stops_at_once(tq) -> None:
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=_void_prompts(0, B))
+    buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks={"void_turn": True})
+    buffer.refill_fn = None
+    rollout.submit(B)
+    with pytest.raises(sampler.FullyMaskedBatches, match="and no refill function"):
+        buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+
+
+def test_sync_buffer_replaces_a_fully_masked_batch_with_a_new_generation(tq) -> None:
+    """The sync step's whole batch masked (the same hole: verl's sync trainer runs the same rollout correction): a new
+    batch of B prompts is generated through the trainer's refill, outside the DAPO budget."""
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=_void_prompts(0, B))
+    buffer = make_buffer(AgentRLReplayBuffer, rollout, masks={"void_turn": True}, filter_groups=DAPO)
+    rollout.submit(B)
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=B)
+    assert rollout.refills == [B] and len(groups_of(tq, batch)) == B
+    step = step_metrics(metrics)
+    assert step["training/masks/fully_masked_batches"] == 1 and step["training/masks/masked_trajectories"] == 0
+    assert metrics["training/filter_groups/gen_batches"] == 1.0  # the replacement's own budget, untouched
+    # max_fully_masked_batches 0: the first fully masked batch stops the run
+    strict = make_buffer(AgentRLReplayBuffer, rollout, masks={"void_turn": True, "max_fully_masked_batches": 0})
+    rollout.extra = _void_prompts(rollout.prompts, B)
+    rollout.submit(B)
+    with pytest.raises(sampler.FullyMaskedBatches, match=r"1 sampled batches in a row.*max_fully_masked_batches=0"):
+        strict.sample(global_steps=2, partition_id="train", batch_size=B)
+
+
+def test_the_bound_is_validated() -> None:
+    from agentrl_recipe.algos.masking import MaskConfig
+
+    assert MaskConfig().max_fully_masked_batches == 5
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="max_fully_masked_batches"):
+            MaskConfig(max_fully_masked_batches=bad)
