@@ -54,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--body-timeout-s", type=float, default=limits.body_timeout_s, help="408 when a body takes longer to arrive"
     )
     serve.add_argument(
+        "--replay-ttl-s",
+        type=float,
+        default=limits.replay_ttl_s,
+        help="a repeated Idempotency-Key within this many seconds gets the first answer, not a second run",
+    )
+    serve.add_argument(
         "--insecure", action="store_true", help="serve a non-loopback address without a token (anyone may run code)"
     )
 
@@ -155,6 +161,7 @@ def _server_limits(args: argparse.Namespace) -> ServerLimits:
         max_files_bytes=args.max_files_bytes,
         max_queue=args.max_queue,
         body_timeout_s=args.body_timeout_s,
+        replay_ttl_s=args.replay_ttl_s,
     )
 
 

@@ -50,11 +50,23 @@ class SandboxConfig:
     # AGENTRL_SANDBOX_TOKEN_FILE. Prefer token_file: a config's values are printed by verl's config dump.
     token: str | None = dataclasses.field(default=None, repr=False)
     token_file: str | None = None
-    health_interval_s: float = 2.0  # how often a server taken out of the fleet is pinged (/v1/ping) to re-admit it
+    # sandbox_fusion client's failure detector (ours; the released code had one server and no detector):
+    health_interval_s: float = 2.0  # how often every server gets the deep health check (/health runs a program)
+    health_timeout_s: float = 10.0  # a deep health check not answered within this fails (the server is taken out)
+    connect_timeout_s: float = 10.0  # per request: a server that does not accept the connection within this is out
+    # per request: a run not answered within its own timeout_s + this is taken as hung: the server is taken out and
+    # the run resent to another (a re-execution). The server's queue wait must fit in it (sandbox serve --max-queue).
+    read_slack_s: float = 30.0
+    eject_after_errors: int = 3  # consecutive 5xx / SandboxError answers that take a server out
 
     def __post_init__(self) -> None:
         if isinstance(self.url, list | tuple):  # OmegaConf lists arrive as lists; a tuple keeps the config hashable
             self.url = tuple(str(u) for u in self.url)
+        for key in ("health_interval_s", "health_timeout_s", "connect_timeout_s", "read_slack_s"):
+            if not float(getattr(self, key)) > 0:
+                raise ValueError(f"agentrl.sandbox.{key} must be > 0, got {getattr(self, key)!r}")
+        if int(self.eject_after_errors) < 1:
+            raise ValueError(f"agentrl.sandbox.eject_after_errors must be >= 1, got {self.eject_after_errors!r}")
 
     @property
     def urls(self) -> list[str]:

@@ -49,16 +49,22 @@ class ServerLimits:
     max_queue: int | None = None  # admitted requests beyond the pool size; None = 8 × capacity
     retry_after_s: int = 1  # the Retry-After header of a 503
     body_timeout_s: float = 10.0  # the whole body must arrive within this (a LAN moves 48 MiB in well under 10 s)
+    # a repeated Idempotency-Key is answered from a cache (agentrl_sandbox/idempotency.py) for this long: longer than
+    # the fleet client's 120 s deadline, within which it retries
+    replay_ttl_s: float = 180.0
+    replay_max_bytes: int = 64 << 20  # output kept in that cache at most (oldest answers dropped first)
 
     def queue_bound(self, capacity: int) -> int:
         return 8 * capacity if self.max_queue is None else self.max_queue
 
     def __post_init__(self) -> None:
-        for key in ("max_body_bytes", "max_code_bytes", "max_stdin_bytes", "max_files_bytes", "retry_after_s"):
+        keys = ("max_body_bytes", "max_code_bytes", "max_stdin_bytes", "max_files_bytes", "retry_after_s")
+        for key in (*keys, "replay_max_bytes"):
             if getattr(self, key) < 1:
                 raise ValueError(f"sandbox server limit {key} must be >= 1, got {getattr(self, key)}")
-        if not self.body_timeout_s > 0:
-            raise ValueError(f"sandbox server limit body_timeout_s must be > 0, got {self.body_timeout_s}")
+        for key in ("body_timeout_s", "replay_ttl_s"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"sandbox server limit {key} must be > 0, got {getattr(self, key)}")
         if self.max_files < 0 or (self.max_queue is not None and self.max_queue < 0):
             raise ValueError("sandbox server limits max_files and max_queue must be >= 0")
         if self.token is not None and not self.token.strip():

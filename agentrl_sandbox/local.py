@@ -36,7 +36,7 @@ from agentrl_sandbox.bwrap import (
 from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE, SandboxConfig
 from agentrl_sandbox.cpus import usable_cpus
 from agentrl_sandbox.preload import Router, tiers
-from agentrl_sandbox.types import ExecResult, Sandbox, SandboxError
+from agentrl_sandbox.types import PROBE_CODE, PROBE_MEMORY_MB, ExecResult, Sandbox, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +158,18 @@ class LocalSandbox(Sandbox):
             await self._kill()
             self.restarts += 1
             await self._start()
+
+    async def aprobe(self, timeout_s: float) -> ExecResult:
+        """The deep health check's run, outside the pool's queue (it takes one of the standby slots, so a pool whose
+        ``pool_size`` runs are all busy still answers it): a fork through the light tier's whole chain."""
+        return await asyncio.wrap_future(self.submit(self._probe(timeout_s)))
+
+    async def _probe(self, timeout_s: float) -> ExecResult:
+        try:
+            await self._ensure_running()
+        except SandboxError as exc:
+            return ExecResult.infra(str(exc))
+        return await self._execute_once(PROBE_CODE, None, timeout_s, PROBE_MEMORY_MB, {}, tier="light")
 
     # ------------------------------------------------------------------ one request
     async def _execute(

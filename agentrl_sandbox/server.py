@@ -3,7 +3,9 @@
 Run one per CPU node; point the tool and the code reward at them with ``agentrl.sandbox.url`` (one URL or a list; env
 ``AGENTRL_SANDBOX_URL``, comma-separated). SandboxFusion's own client works against it unchanged when no token is set.
 Only Python runs here. :mod:`~agentrl_sandbox.guard` refuses unauthenticated, oversized and
-over-queue requests before they are parsed; ``/metrics`` serves Prometheus text.
+over-queue requests before they are parsed; ``/metrics`` serves Prometheus text. A repeated ``Idempotency-Key`` gets
+the first run's answer (:mod:`~agentrl_sandbox.idempotency`); ``/health`` runs a trivial program through the pool
+(:mod:`~agentrl_sandbox.server_health`, 503 when it fails); ``/v1/ping`` is the cheap liveness probe.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import PlainTextResponse
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from agentrl_sandbox.guard import GuardMiddleware, ServerLimits, field_violation
+from agentrl_sandbox.idempotency import ReplayCache, key_of
 from agentrl_sandbox.protocol import LANGUAGES, RunCodeRequest, decode_files, response_from_result
+from agentrl_sandbox.server_health import DeepHealth
 from agentrl_sandbox.server_metrics import ServerMetrics
 from agentrl_sandbox.types import ExecResult, Sandbox
 
@@ -37,9 +42,22 @@ def create_app(
     app = FastAPI(title="agentrl sandbox (SandboxFusion /run_code compatible)")
     app.add_middleware(GuardMiddleware, limits=limits, metrics=metrics)
     app.state.metrics = metrics
+    replay = app.state.replay = ReplayCache(limits.replay_ttl_s, max_bytes=limits.replay_max_bytes)
+    deep_health = app.state.health = DeepHealth(sandbox)
 
     @app.post("/run_code")
-    async def run_code(req: RunCodeRequest) -> dict[str, Any]:
+    async def run_code(req: RunCodeRequest, request: Request) -> dict[str, Any]:
+        try:
+            key = key_of(request.headers)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        if key is None:
+            return await execute(req)
+        answer, replayed = await replay.answer(key, lambda: execute(req))
+        metrics.replayed += replayed
+        return answer
+
+    async def execute(req: RunCodeRequest) -> dict[str, Any]:
         start = time.monotonic()
         if req.language not in LANGUAGES:
             raise HTTPException(400, f"language {req.language!r} is not supported here; this server runs {LANGUAGES}")
@@ -71,8 +89,10 @@ def create_app(
         return "pong"
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"ok": True, **sandbox.describe(), "calls": metrics.calls, "in_flight": metrics.in_flight}
+    async def health() -> JSONResponse:
+        verdict = await deep_health.check()
+        body = deep_health.body(verdict, {**sandbox.describe(), "calls": metrics.calls, "in_flight": metrics.in_flight})
+        return JSONResponse(jsonable_encoder(body), status_code=200 if verdict.ok else 503)
 
     @app.get("/metrics")
     async def prometheus() -> PlainTextResponse:

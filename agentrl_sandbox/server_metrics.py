@@ -1,7 +1,7 @@
 """``/metrics`` of ``agentrl-recipe sandbox serve`` in Prometheus' text exposition format (version 0.0.4).
 
-Calls by status, rejected requests by reason, requests running and queued, and a latency histogram. Written by hand:
-four metric families do not justify a dependency, and the format is a few lines of text.
+Calls by status, rejected requests by reason, replayed answers, requests running and queued, and a latency histogram.
+Written by hand: a few metric families do not justify a dependency, and the format is a few lines of text.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class ServerMetrics:
     calls: dict[str, int] = dataclasses.field(default_factory=dict)  # finished runs by ExecResult status
     rejected: dict[str, int] = dataclasses.field(default_factory=dict)  # unauthorized | too_large | queue_full | ...
     in_flight: int = 0  # admitted requests not answered yet (running + queued)
+    replayed: int = 0  # requests answered from the idempotency cache (a repeated key: not run again)
     bucket_counts: list[int] = dataclasses.field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_S))
     latency_sum_s: float = 0.0
     started: float = dataclasses.field(default_factory=time.time)
@@ -49,6 +50,9 @@ class ServerMetrics:
             f"# HELP {PREFIX}_rejected_total Requests refused before running, by reason.",
             f"# TYPE {PREFIX}_rejected_total counter",
             *(f'{PREFIX}_rejected_total{{reason="{r}"}} {n}' for r, n in sorted(self.rejected.items())),
+            f"# HELP {PREFIX}_replayed_total Requests with a repeated Idempotency-Key, answered without running.",
+            f"# TYPE {PREFIX}_replayed_total counter",
+            f"{PREFIX}_replayed_total {self.replayed}",
             f"# HELP {PREFIX}_in_flight Admitted requests not answered yet (running and queued).",
             f"# TYPE {PREFIX}_in_flight gauge",
             f"{PREFIX}_in_flight {self.in_flight}",

@@ -125,6 +125,9 @@ _MEMORY_ERRORS = ("MemoryError", "_ArrayMemoryError")  # numpy raises its Memory
 
 
 CODE_FILE = "main.py"  # every backend writes the code to this file in the scratch dir
+PROBE_CODE = "print(1 + 1)"  # a deep health check's run (Sandbox.aprobe) and what it must print
+PROBE_STDOUT = "2"
+PROBE_MEMORY_MB = 512
 
 
 def check_files(files: Files | None) -> dict[str, bytes]:
@@ -207,6 +210,11 @@ class Sandbox:
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}
+
+    async def aprobe(self, timeout_s: float) -> ExecResult:
+        """A trivial run (:data:`PROBE_CODE`) through the whole chain, for a deep health check. The local pool
+        overrides it to skip its queue, so that a busy pool is still found healthy."""
+        return await self.arun(PROBE_CODE, timeout_s=timeout_s, memory_mb=PROBE_MEMORY_MB)
 
     # --- for subclasses ---
     async def _execute(
