@@ -89,7 +89,7 @@ TESTDATA := tests/data
 PROBLEMS ?= $(DATA_DIR)/rl/train.parquet
 .PHONY: data data-eval-sets data-rl-mix data-rl-math data-rl-released data-sft-released data-sft-stitched
 .PHONY: data-sft-generate data-model-aware data-fixtures
-data: data-eval-sets data-rl-mix data-sft-released  ## the paper's eval sets, 30K RL mix and SFT-3K from the hub [DATA_DIR=data]
+data: data-eval-sets data-rl-released data-sft-released  ## the paper's eval sets, the published RL-30K (what the paper-run configs train on) and SFT-3K from the hub [DATA_DIR=data]
 data-eval-sets: install  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) → $(DATA_DIR)/eval/<name>.parquet
 	$(AGENTRL) data eval-sets --aime24 Maxwell-Jia/AIME_2024 --aime25 yentinglin/aime_2025 --gpqa Idavidrein/gpqa \
 	  --lcb hf://datasets/livecodebench/code_generation_lite/test6.jsonl --out-dir $(DATA_DIR)/eval $(ARGS)

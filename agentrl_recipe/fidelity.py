@@ -3,7 +3,8 @@ scripts ([code], Gen-Verse/Open-AgentRL) and the paper, one row each. ``tests/ag
 every ``ours`` value against the composed ``agentrl_rl_qwen3_4b`` config (behaviour keys after ``agentrl.compat``
 resolves them) and that README's table equals :func:`render`, so neither can drift. The ``released_grader:*`` rows are
 the released code grader's reward hacks, each a property of ``code_rules: open_agentrl`` (the paper-run default);
-the ``*_fixed`` configs (or ``reward.reward_kwargs.code_rules: lcb`` alone) train without them.
+the ``*_fixed`` configs (or ``reward.reward_kwargs.code_rules: lcb`` alone) train without them. The data rows
+(:data:`DATA_ROWS`) name the released file and line each value comes from.
 """
 
 from __future__ import annotations
@@ -142,6 +143,54 @@ HACK_ROWS = tuple(
     ),
 )
 ROWS = ROWS + HACK_ROWS
+
+# What the run trains on and how its ground truth is graded (issue 28). Each source is the released file:line;
+# "data:templating" resolves to the templating of the file data.train_files names (`make data-rl-released`),
+# "ground_truth:<quirk>" rows to reward_kwargs.ground_truth_form after agentrl.compat resolves it.
+CODE_MATH = "verl/utils/reward_score/livecodebench/code_math.py"
+DATA_ROWS = (
+    Row(
+        "data.train_files",
+        "diverse 30K mix (§3.2)",
+        "Open-AgentRL-30K.parquet",
+        "recipe/demystify/grpo_tcr_qwen3_4b.sh:5",
+        "data/rl/open_agentrl_30k.parquet",
+        "the published file (`make data-rl-released`); our rebuild of the mix: ablations/rl_data_diverse",
+    ),
+    Row(
+        "data:templating",
+        "–",
+        "one map function for the file, from row 0's data_source",
+        "recipe/demystify/reward.py:83",
+        "first_row",
+        "faithful; TEMPLATING=per_row templates each row by its own source",
+    ),
+    Row(
+        "resolved:leetcode_tests",
+        "–",
+        "each assert run: exit code 0 passes",
+        f"{CODE_MATH}:197",
+        "asserts",
+        "_fixed: call (the rebuilt mix's call-based conversion, extra_info.call_tests)",
+    ),
+    Row(
+        "ground_truth:fn_name_null",
+        "–",
+        '`"fn_name": null` kept: no function named None, every response −1',
+        f"{CODE_MATH}:281",
+        "published",
+        "_fixed: normalized (the null key dropped: stdin tests)",
+    ),
+    Row(
+        "ground_truth:list_answers",
+        "–",
+        "`'[\"15625\"]'` compared as text: `\\boxed{15625}` −1",
+        "verl/utils/reward_score/math_dapo.py:217",
+        "published",
+        "_fixed: normalized (graded as its element)",
+    ),
+)
+ROWS = ROWS + DATA_ROWS
 
 
 def render() -> str:

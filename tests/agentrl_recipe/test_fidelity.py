@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,10 @@ from agentrl_recipe.agent_loop.settings import AgentLoopSettings
 from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.rewards import hack_patterns
 from agentrl_recipe.rewards.manager import RewardKwargs
+from data_prep import rl_released
 
-README = Path(__file__).resolve().parents[2] / "docs" / "reproducing.md"  # where the fidelity table is
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "docs" / "reproducing.md"  # where the fidelity table is
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +26,24 @@ def paper_cfg():
     return cfg
 
 
+def templating(cfg) -> str | None:
+    """The templating of the file data.train_files names, as `make data-rl-released` writes it: TEMPLATING (default
+    = the CLI's) picks the name, ``open_agentrl_30k.parquet`` or ``open_agentrl_30k_per_row.parquet``."""
+    make = (REPO / "Makefile").read_text()
+    default = re.search(r"^TEMPLATING \?= (\w+)$", make, re.M).group(1)
+    parser = argparse.ArgumentParser()
+    rl_released.add_arguments(parser)
+    assert default == parser.get_default("templating") == "first_row", "Makefile and CLI default templatings differ"
+    assert "--out $(DATA_DIR)/rl/open_agentrl_30k$(if $(filter per_row,$(TEMPLATING)),_per_row).parquet" in make
+    files = {"data/rl/open_agentrl_30k.parquet": "first_row", "data/rl/open_agentrl_30k_per_row.parquet": "per_row"}
+    return files.get(OmegaConf.select(cfg, "data.train_files"))
+
+
 def resolved(cfg, name: str):
+    if name == "templating":
+        return templating(cfg)
+    if name.startswith("ground_truth:"):  # a quirk of the published ground truth: graded per ground_truth_form
+        return RewardKwargs.from_trainer_config(cfg).ground_truth_form
     if name == "malformed_call_feedback":
         return AgentLoopSettings.from_trainer_config(cfg).malformed_call_feedback
     if name.startswith("released_grader:"):  # a hack of the released code grader: live iff it grades
@@ -36,8 +57,10 @@ def resolved(cfg, name: str):
 def test_every_row_matches_the_composed_paper_config(paper_cfg, row) -> None:
     if row.key.startswith("resolved:"):
         actual = resolved(paper_cfg, row.key.removeprefix("resolved:"))
-    elif row.key.startswith("released_grader:"):
+    elif row.key.startswith(("released_grader:", "ground_truth:")):
         actual = resolved(paper_cfg, row.key)
+    elif row.key.startswith("data:"):
+        actual = resolved(paper_cfg, row.key.removeprefix("data:"))
     else:
         actual = OmegaConf.select(paper_cfg, row.key, throw_on_missing=True)
     assert actual == row.ours, f"{row.key}: config has {actual!r}, the fidelity table says {row.ours!r}"
@@ -49,6 +72,26 @@ def test_fixed_sibling_differs_only_in_compat() -> None:
     assert RewardKwargs.from_trainer_config(fixed).tool_bonus == "paper"
     assert AgentLoopSettings.from_trainer_config(fixed).malformed_call_feedback is True
     assert RewardKwargs.from_trainer_config(fixed).code_rules == "lcb"  # none of the released grader's hacks
+
+
+def test_data_rows_name_the_released_file_and_line() -> None:
+    """Issue 28: training file, templating, LeetCode asserts, fn_name null and list answers, each with file:line."""
+    keys = [row.key for row in fidelity.DATA_ROWS]
+    assert keys == [
+        "data.train_files",
+        "data:templating",
+        "resolved:leetcode_tests",
+        "ground_truth:fn_name_null",
+        "ground_truth:list_answers",
+    ]
+    for row in fidelity.DATA_ROWS:
+        assert re.fullmatch(r"(recipe|verl)/[\w/.-]+\.(py|sh):[1-9]\d*", row.source), row.source
+        assert set(fidelity.DATA_ROWS) <= set(fidelity.ROWS)
+    fixed, _ = compose(fidelity.CONFIG + "_fixed")
+    kw = RewardKwargs.from_trainer_config(fixed)
+    assert (kw.ground_truth_form, kw.leetcode_tests, templating(fixed)) == ("normalized", "call", "first_row")
+    for seven_b in ("agentrl_rl_qwen2_7b", "agentrl_rl_qwen2_7b_fixed"):  # the released 7B script's data too
+        assert templating(compose(seven_b)[0]) == "first_row"
 
 
 def test_every_released_grader_hack_has_a_row() -> None:
