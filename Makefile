@@ -143,22 +143,22 @@ LAUNCH_ARGS = $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
   $(if $(VAL_DATA),--val-data $(VAL_DATA)) $(if $(NNODES),--nnodes $(NNODES)) \
   $(if $(GPUS_PER_NODE),--gpus-per-node $(GPUS_PER_NODE)) $(if $(TORCHRUN_ARGS),--torchrun-args='$(TORCHRUN_ARGS)') \
   $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) \
-  $(if $(filter 1 true yes,$(SKIP_PREFLIGHT)),--skip-preflight)
+  $(if $(filter 1 true yes,$(SKIP_PREFLIGHT)),--skip-preflight) $(if $(filter 1 true yes,$(VAL_ON_RESUME)),--val-on-resume)
 GPU_STAMP := $(VENV)/.install-gpu-stamp
 .PHONY: sft rl rl-smoke rl-smoke-paper-layout configs install-gpu test-gpu preflight
 # sft/rl need no apt and no sandbox build: the launcher's cheap preflight refuses to start when the sandbox (RL) is
 # unusable and names the fix; SKIP_PREFLIGHT=1 launches anyway.
 sft: venv  ## SFT: CONFIG=agentrl_sft_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= ARGS="k=v …"] [DRY_RUN=1]
 	$(LAUNCH) sft $(LAUNCH_ARGS) $(ARGS)
-rl: venv  ## GRPO-TCR: CONFIG=agentrl_rl_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= SANDBOX_URL= ARGS=] [DRY_RUN=1]
+rl: venv  ## GRPO-TCR: CONFIG=agentrl_rl_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= SANDBOX_URL= ARGS=] [DRY_RUN=1] [VAL_ON_RESUME=1: validate again on resume]
 	$(LAUNCH) rl $(LAUNCH_ARGS) $(ARGS)
 rl-smoke: install  ## two RL steps of the tiny model on one GPU (vLLM + FSDP, real plugin) [DRY_RUN=1 works on CPU]
 	$(LAUNCH) rl-smoke $(LAUNCH_ARGS) $(ARGS)
 rl-smoke-paper-layout: install  ## the paper's 8-GPU layout (TP4, SP4, offload) on the tiny model: step, save, resume, validate
 	$(LAUNCH) rl-smoke-paper-layout $(LAUNCH_ARGS) $(ARGS)
-preflight: venv  ## will CONFIG run on this node? driver/CUDA, GPUs, flash-attn, vLLM, sandbox, Ray CPUs, disk [ARGS=]
-	@if [ -z "$(CONFIG)" ]; then echo "usage: make preflight CONFIG=agentrl_rl_qwen3_4b [ARGS='k=v …']"; exit 2; fi
-	$(AGENTRL) preflight $(CONFIG) $(ARGS)
+preflight: venv  ## will CONFIG run on this node? driver/CUDA, GPUs, flash-attn, vLLM, sandbox, Ray CPUs, disk [MODEL= SANDBOX_URL= ARGS=]
+	@if [ -z "$(CONFIG)" ]; then echo "usage: make preflight CONFIG=agentrl_rl_qwen3_4b [MODEL=…] [SANDBOX_URL=…] [ARGS='k=v …']"; exit 2; fi
+	$(AGENTRL) preflight $(if $(MODEL),--model $(MODEL)) $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(CONFIG) $(ARGS)
 configs: install  ## list the shipped verl configs and check every one of them
 	$(AGENTRL) configs list
 	$(AGENTRL) configs check

@@ -22,8 +22,13 @@ composed config, the check report and the command, and exits — on any machine,
 - **rl-smoke-paper-layout** runs ``agentrl_rl_smoke_paper_layout`` (the paper's TP 4 / SP 4 / offload /
   remove-padding / 8-GPU layout, same tiny inputs) twice: step 1 with a checkpoint, then a launch that resumes from
   it, trains step 2 and validates — the first thing to run on a new cluster.
-- Before anything starts (not with ``--dry-run``), the cheap part of :mod:`agentrl_recipe.cli.preflight` runs; a failure
-  stops the launch with one line per problem (``--skip-preflight`` / ``SKIP_PREFLIGHT=1`` overrides it).
+- Before anything starts (not with ``--dry-run``), the cheap part of :mod:`agentrl_recipe.cli.preflight` runs on the
+  sandbox the workers will use (``SANDBOX_URL=`` / ``agentrl.sandbox.*``); a failure stops the launch with one line
+  per problem (``--skip-preflight`` / ``SKIP_PREFLIGHT=1`` overrides it).
+- Checkpoint directories (``trainer.default_local_dir``, ``trainer.resume_from_path``) are made absolute for SFT and
+  RL alike, so a resumed run, every node and the RL stage reading the SFT export agree on them.
+- An RL launch that resumes passes ``trainer.val_before_train=false`` (:mod:`agentrl_recipe.cli.launch_resume`);
+  ``VAL_ON_RESUME=1`` (``--val-on-resume``) keeps verl's validation on resume.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,6 +51,7 @@ from agentrl_recipe.cli import preflight
 from agentrl_recipe.cli.configs.checks import check, resolved
 from agentrl_recipe.cli.configs.files import compose, find_file, locate
 from agentrl_recipe.cli.launch_env import file_logger_env, platform_env, rl_env
+from agentrl_recipe.cli.launch_resume import resume_overrides
 from agentrl_recipe.cpu_task import inputs as cpu_inputs
 from agentrl_recipe.cpu_task.tiny_model import TinyModelSpec, build_tiny_model
 from agentrl_sandbox.config import ENV_SANDBOX_URL
@@ -64,9 +71,11 @@ RL_PATH_KEYS = (
     "actor_rollout_ref.rollout.multi_turn.tool_config_path",
     "actor_rollout_ref.rollout.agent.agent_loop_config_path",
     "trainer.default_local_dir",
+    "trainer.resume_from_path",
 )
-# Output paths among them: absolute even before they exist, so every node and a resumed run use the same directory.
-RL_OUTPUT_KEYS = ("trainer.default_local_dir",)
+# Checkpoint paths: absolute even before they exist, so every node and a resumed run use the same directory.
+CHECKPOINT_KEYS = ("trainer.default_local_dir", "trainer.resume_from_path")
+SFT_PATH_KEYS = CHECKPOINT_KEYS  # torchrun's ranks share the launcher's cwd: only the checkpoint dirs matter
 
 
 def _override_value(value: object) -> str:
@@ -87,7 +96,7 @@ def _absolute(value: object) -> object:
 
 def build_overrides(args: argparse.Namespace, stage: str) -> list[str]:
     """The hydra overrides the make variables stand for, followed by the user's own (ARGS=...)."""
-    model_key = "model.path" if stage == "sft" else "actor_rollout_ref.model.path"
+    model_key = preflight.MODEL_KEYS[stage]
     out = []
     if args.model:
         out.append(f"{model_key}={args.model}")
@@ -102,15 +111,15 @@ def build_overrides(args: argparse.Namespace, stage: str) -> list[str]:
     return out + list(args.overrides)
 
 
-def _absolute_path_overrides(name: str, overrides: list[str]) -> list[str]:
+def _absolute_path_overrides(name: str, overrides: list[str], keys: Sequence[str] = RL_PATH_KEYS) -> list[str]:
     cfg, _ = compose(name, overrides)
     extra = []
-    for key in RL_PATH_KEYS:
+    for key in keys:
         try:
             value = resolved(cfg, key)
         except Exception:
             continue
-        absolute = os.path.abspath(value) if key in RL_OUTPUT_KEYS and isinstance(value, str) else _absolute(value)
+        absolute = os.path.abspath(value) if key in CHECKPOINT_KEYS and isinstance(value, str) else _absolute(value)
         if absolute != value:
             extra.append(f"{key}={_override_value(absolute)}")
     return extra
@@ -141,7 +150,8 @@ def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tu
         f"--config-path={directory}",
         f"--config-name={config_name}",
     ]
-    return command + overrides, {**platform_env(cfg), **file_logger_env(cfg)}
+    extra = _absolute_path_overrides(name, overrides, SFT_PATH_KEYS)
+    return command + overrides + extra, {**platform_env(cfg), **file_logger_env(cfg)}
 
 
 def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -149,6 +159,10 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     cfg, _ = compose(name, overrides)
     env = rl_env(cfg, args.sandbox_url)
     extra = _absolute_path_overrides(name, overrides)
+    no_val, note = resume_overrides(cfg, overrides, val_on_resume=getattr(args, "val_on_resume", False))
+    if note:
+        print(note)
+    extra += no_val
     if os.environ.get("RAY_ADDRESS"):
         # Workers of an existing cluster do not inherit this environment: ship the variables in the runtime_env.
         for key, value in env.items():
@@ -180,6 +194,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sandbox-url",
         default=os.environ.get(ENV_SANDBOX_URL),
         help=f"RL: the sandbox server every worker uses (sets {ENV_SANDBOX_URL})",
+    )
+    parser.add_argument(
+        "--val-on-resume",
+        action="store_true",
+        help="RL: keep trainer.val_before_train when the run resumes (VAL_ON_RESUME=1; default: skip it on resume)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print config, check report and command; run nothing")
     parser.add_argument(
@@ -216,13 +235,27 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return 0
-    if not args.skip_preflight and not _preflight_passes(name, overrides):
+    if not args.skip_preflight and not _preflight_passes(name, overrides, args.sandbox_url):
         return 2
-    for command, env in runs:
-        code = subprocess.call(command, env={**os.environ, **env})
-        if code:
-            return code
-    return 0
+    started = time.time()
+    try:
+        for command, env in runs:
+            code = subprocess.call(command, env={**os.environ, **env})
+            if code:
+                return code
+        return 0
+    finally:
+        if stage == "rl":
+            _remove_vllm_leftovers(started)
+
+
+def _remove_vllm_leftovers(since: float) -> None:
+    """vLLM's shared-memory rings and rendezvous files, which Ray's SIGKILL of the rollout servers leaves behind."""
+    from verl_cpu import vllm_leftovers  # verl_cpu imports verl (seconds): only once a run has ended
+
+    removed = vllm_leftovers.remove_orphans(since)
+    if removed:
+        print(f"removed {len(removed)} leftover vLLM file(s): {', '.join(sorted(p.name for p in removed))}")
 
 
 def _prepare_inputs(args: argparse.Namespace, stage: str) -> str:
@@ -291,10 +324,11 @@ def _build_runs(
     return runs
 
 
-def _preflight_passes(name: str, overrides: list[str]) -> bool:
-    """The cheap preflight checks (agentrl_recipe/cli/preflight.py): a broken sandbox, too old a driver, too few Ray
-    CPUs or too little disk stops the launch here, not an hour into the run."""
-    results = preflight.run(name, overrides, cheap=True)
+def _preflight_passes(name: str, overrides: list[str], sandbox_url: str | None = None) -> bool:
+    """The cheap preflight checks (agentrl_recipe/cli/preflight.py): a broken sandbox (the one the workers will use:
+    ``SANDBOX_URL=`` or ``agentrl.sandbox.*``), too old a driver, too few Ray CPUs or too little disk stops the launch
+    here, not an hour into the run."""
+    results = preflight.run(name, overrides, cheap=True, sandbox_url=sandbox_url)
     for result in results:
         print(result.line())
     failed = [r.check for r in results if not r.ok]

@@ -5,6 +5,7 @@ config by verl's ``main_ppo``, which is why a literal ``agentrl.sandbox.token`` 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from agentrl_sandbox.config import (
     ENV_SANDBOX_PROCESSES_PER_NODE,
     ENV_SANDBOX_TOKEN_FILE,
     ENV_SANDBOX_URL,
+    SandboxConfig,
 )
 from verl_cpu import names as cpu_names
 
@@ -50,17 +52,41 @@ def rl_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
     for key in FORWARDED_ENV:
         if os.environ.get(key):
             env[key] = os.environ[key]
-    # The tool reads only its own YAML, so agentrl.sandbox's url/backend reach it (in every worker) as environment
-    # variables; the code reward reads the same block from the trainer config. SANDBOX_URL= wins over the config.
     sandbox = agentrl_config.section(cfg, "sandbox")
     env.update(sandbox_pool_env(cfg, sandbox))
+    env.update(sandbox_env(cfg, sandbox_url))
+    return env
+
+
+def sandbox_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
+    """The sandbox's url, backend and token FILE as every worker gets them. The tool reads only its own YAML, so
+    agentrl.sandbox's url/backend reach it (in every worker) as environment variables; the code reward reads the same
+    block from the trainer config. ``SANDBOX_URL=`` (``sandbox_url``) wins over the config's url."""
+    sandbox = agentrl_config.section(cfg, "sandbox")
+    env = {}
     url = sandbox_url or sandbox.get("url")
     if url:
-        env[ENV_SANDBOX_URL] = url
+        env[ENV_SANDBOX_URL] = ",".join(url) if isinstance(url, list | tuple) else str(url)
     if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(ENV_SANDBOX_BACKEND)):
         env[ENV_SANDBOX_BACKEND] = os.environ.get(ENV_SANDBOX_BACKEND) or sandbox["backend"]
     env.update(sandbox_token_env(sandbox))
     return env
+
+
+def worker_sandbox_config(cfg: Any, sandbox_url: str | None) -> SandboxConfig:
+    """The sandbox the run's workers will use: ``agentrl.sandbox`` with this environment's overrides and then the
+    launch's own variables (:func:`sandbox_env`) applied, as a worker's ``SandboxConfig.from_dict`` does — a url from
+    ``SANDBOX_URL=`` or the config selects the ``sandbox_fusion`` backend unless a backend is named. What preflight
+    health-checks. ValueError for a literal ``agentrl.sandbox.token`` (:data:`TOKEN_IN_CONFIG`)."""
+    base = agentrl_config.sandbox_config(cfg)
+    env = sandbox_env(cfg, sandbox_url)
+    url = env.get(ENV_SANDBOX_URL)
+    return dataclasses.replace(
+        base,
+        url=url or base.url,
+        backend=env.get(ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if url else base.backend),
+        token_file=env.get(ENV_SANDBOX_TOKEN_FILE) or base.token_file,
+    )
 
 
 TOKEN_IN_CONFIG = (

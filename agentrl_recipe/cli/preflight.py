@@ -8,17 +8,25 @@ A GPU node's first hour should not go to a run that hangs or dies at its first C
   for — vLLM 0.30 / torch 2.13 from PyPI are CUDA 13 builds and need an R580+ driver;
 - **gpus**: ``trainer.n_gpus_per_node`` GPUs are visible; the bf16 weights per tensor-parallel shard fit the
   rollout's share of one GPU's memory;
-- **flash_attn**: importable when the config uses verl's default ``flash_attention_2``;
+- **flash_attn**: imports (in a child process, its CUDA extension included: a build against another torch fails
+  only there) when the config uses verl's default ``flash_attention_2``;
 - **vllm**: vLLM installed and verl's vLLM async server imports (skipped by ``--cheap``: tens of seconds);
 - **checkpoint_engine**: an async trainer mode's ``actor_rollout_ref.rollout.checkpoint_engine.backend`` is
   registered in verl's ``CheckpointEngineRegistry`` on this node (``nccl`` only when cupy imports:
   ``pip install .[gpu]``) — verl would fail at the first weight sync;
-- **sandbox**: the configured backend imports the sandbox runtime's packages (numpy, scipy, sympy, pandas, …) inside
-  the sandbox, with the config's own time and memory limits;
+- **sandbox**: the sandbox the run's workers will use imports the sandbox runtime's packages (numpy, scipy, sympy,
+  pandas, …) inside it, with the config's own time and memory limits: ``agentrl.sandbox.*`` with ``SANDBOX_URL=``
+  (``--sandbox-url``, default ``$AGENTRL_SANDBOX_URL``) winning over its url, as the launcher passes them on — a url
+  means the remote server (``sandbox_fusion``, with the configured token file), not this node's local pool;
 - **ray_cpus**: Ray's logical CPUs cover what the run reserves: 3 per GPU (verl's resource-pool bundles) plus
   ``num_data_storage_units`` + 1 for TransferQueue — with fewer, ``tq.init`` waits forever without a word;
-- **disk**: free space under ``trainer.default_local_dir`` holds the checkpoints the config will keep
-  (≈ 12 bytes/parameter: fp32 weights + two Adam moments; + 2 bytes/parameter with an HF export).
+- **disk**: free space under ``trainer.default_local_dir`` holds the checkpoints the config will keep. Per
+  parameter (counted from the model's safetensors headers, whatever dtype its config.json names): the weights and
+  two Adam moments in the actor's ``model_dtype`` (verl's default fp32: 12 bytes), plus the HF export, which verl
+  writes from the same full state dict (fp32 weights under a ``bfloat16`` label: 4 more bytes).
+
+``make preflight CONFIG=… [MODEL=…] [SANDBOX_URL=…]``: ``MODEL`` sets the config's model path (``model.path`` for
+SFT, ``actor_rollout_ref.model.path`` for RL), as ``make sft|rl MODEL=…`` does.
 
 The launcher runs the ``--cheap`` subset before ``make sft`` / ``make rl`` and refuses to start on a failure;
 ``SKIP_PREFLIGHT=1`` (``--skip-preflight``) launches anyway.
@@ -30,6 +38,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -37,14 +46,19 @@ from omegaconf import OmegaConf
 
 from agentrl_recipe.cli.configs.async_checks import ASYNC_MODES, ENGINE_KEY, checkpoint_engine_problem
 from agentrl_recipe.cli.configs.checks import check
-from agentrl_recipe.cli.configs.files import compose
-from agentrl_recipe.cli.preflight_facts import NodeFacts, gather, model_parameters
-from agentrl_recipe.config import sandbox_config, to_plain
+from agentrl_recipe.cli.configs.files import compose, kind_of_file, locate
+from agentrl_recipe.cli.launch_env import worker_sandbox_config
+from agentrl_recipe.cli.preflight_facts import FLASH_ATTN_MISSING, NodeFacts, gather, model_parameters
+from agentrl_recipe.config import to_plain
+from agentrl_sandbox.config import ENV_SANDBOX_URL
 
 # Minimum Linux driver per CUDA major version (NVIDIA's CUDA compatibility table, minor-version compatibility).
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
-BYTES_PER_PARAM_CHECKPOINT = 12  # fp32 weights + Adam m and v (FSDP model + optimizer shards)
-BYTES_PER_PARAM_HF = 2  # bf16 HF export (save_contents hf_model)
+# Bytes per element of verl's engine model_dtype (FSDP weights, and Adam's m and v, which follow the parameters).
+DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+CHECKPOINT_COPIES = 3  # weights + Adam m + Adam v (FSDP model + optimizer shards)
+# The config key holding the model path, per config kind (what MODEL= sets for make sft / rl / preflight).
+MODEL_KEYS = {"rl": "actor_rollout_ref.model.path", "sft": "model.path"}
 CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: each GPU bundle reserves 3 CPUs
 SKIP_HINT = "SKIP_PREFLIGHT=1 (--skip-preflight) launches anyway"
 
@@ -72,6 +86,7 @@ class Layout:
     gpu_memory_utilization: float
     attn_implementation: str
     model_path: str
+    model_dtype: str  # verl's engine model_dtype: the dtype of the trained (and saved) weights
     checkpoint_dir: str
     save_freq: int
     total_steps: int | None
@@ -104,6 +119,9 @@ def layout(cfg: Any, kind: str) -> Layout:
         gpu_memory_utilization=float(_get(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5) or 0.5),
         attn_implementation=str(_get(cfg, f"{model}.override_config.attn_implementation", None) or "flash_attention_2"),
         model_path=str(_get(cfg, f"{model}.path", "")),
+        model_dtype=str(
+            _get(cfg, "actor_rollout_ref.actor.fsdp_config.model_dtype" if rl else "engine.model_dtype", "fp32")
+        ),
         checkpoint_dir=str(_get(cfg, "trainer.default_local_dir", "checkpoints")),
         save_freq=int(_get(cfg, "trainer.save_freq", -1) or -1),
         total_steps=_get(cfg, "trainer.total_training_steps", None),
@@ -161,13 +179,18 @@ def check_gpus(lay: Layout, facts: NodeFacts, params: int | None) -> Result:
 def check_flash_attn(lay: Layout, facts: NodeFacts) -> Result:
     if lay.attn_implementation != "flash_attention_2":
         return Result("flash_attn", True, f"not needed (attn_implementation {lay.attn_implementation})")
-    if facts.flash_attn:
-        return Result("flash_attn", True, "importable")
+    if facts.flash_attn_error is None:
+        return Result("flash_attn", True, "imports")
+    needed = (
+        "the config uses attn_implementation flash_attention_2 (verl's default; Ulysses SP and remove-padding need it)"
+    )
+    if facts.flash_attn_error == FLASH_ATTN_MISSING:
+        return Result("flash_attn", False, f"{needed} but flash_attn is not installed: `make install-gpu` builds it")
     return Result(
         "flash_attn",
         False,
-        "the config uses attn_implementation flash_attention_2 (verl's default; Ulysses SP and remove-padding need "
-        "it) but flash_attn is not installed: `make install-gpu` builds it",
+        f"{needed} but flash_attn does not import ({facts.flash_attn_error}): it was built against another "
+        "torch/CUDA; rebuild it (`pip uninstall -y flash-attn`, then `make install-gpu`)",
     )
 
 
@@ -183,12 +206,11 @@ def check_vllm(facts: NodeFacts, cheap: bool) -> Result:
 
 def check_sandbox(facts: NodeFacts) -> Result:
     report = facts.sandbox or {}
+    where = f"{report.get('backend')} at {report['url']}" if report.get("url") else f"{report.get('backend')}"
     if report.get("ok"):
         imports = ", ".join(report.get("imports", []))
-        return Result(
-            "sandbox", True, f"{report.get('backend')} imports {imports} ({report.get('latency_s', 0):.1f} s)"
-        )
-    return Result("sandbox", False, f"{report.get('backend')} backend unusable: {report.get('error')}")
+        return Result("sandbox", True, f"{where} imports {imports} ({report.get('latency_s', 0):.1f} s)")
+    return Result("sandbox", False, f"{where} backend unusable: {report.get('error')}")
 
 
 def check_ray_cpus(lay: Layout, facts: NodeFacts) -> Result:
@@ -217,13 +239,25 @@ def checkpoints_kept(lay: Layout) -> int | None:
     return saves
 
 
+def bytes_per_parameter(lay: Layout) -> int:
+    """Checkpoint bytes per model parameter: weights + Adam m and v in ``model_dtype``, and the HF export, which verl
+    saves from the same full state dict (its ``bfloat16`` config label notwithstanding) when ``hf_model`` is saved."""
+    width = DTYPE_BYTES.get(lay.model_dtype.lower(), 4)
+    return width * (CHECKPOINT_COPIES + (1 if lay.hf_export else 0))
+
+
 def check_disk(lay: Layout, facts: NodeFacts, params: int | None) -> Result:
     kept = checkpoints_kept(lay)
     if kept == 0:
         return Result("disk", True, "no checkpoints (save_freq <= 0)")
     if params is None:
-        return Result("disk", True, f"checkpoint size unknown ({lay.model_path} is not a local directory); not checked")
-    per_gib = params * (BYTES_PER_PARAM_CHECKPOINT + (BYTES_PER_PARAM_HF if lay.hf_export else 0)) / 2**30
+        return Result(
+            "disk",
+            True,
+            f"checkpoint size unknown ({lay.model_path} is not a local directory with readable safetensors weights); "
+            "not checked",
+        )
+    per_gib = params * bytes_per_parameter(lay) / 2**30
     count = kept or 1
     need_gib = per_gib * count
     free_gib = (facts.free_disk_bytes or 0) / 2**30
@@ -265,8 +299,20 @@ def check_checkpoint_engine(cfg: Any) -> Result | None:
     return Result("checkpoint_engine", True, f"{backend} registered (trainer_mode={mode})")
 
 
-def run(name: str, overrides: list[str], *, cheap: bool = False) -> list[Result]:
-    """Compose ``name`` with ``overrides``, gather this node's facts, and judge them."""
+def model_overrides(name: str, model: str | None) -> list[str]:
+    """``MODEL=`` as the override of the config kind's model path key ([] without a model or a locatable config)."""
+    if not model:
+        return []
+    try:
+        kind = kind_of_file(locate(name)[2])
+    except Exception:  # not a config: the check reports it
+        return []
+    return [f"{MODEL_KEYS[kind]}={model}"] if kind in MODEL_KEYS else []
+
+
+def run(name: str, overrides: list[str], *, cheap: bool = False, sandbox_url: str | None = None) -> list[Result]:
+    """Compose ``name`` with ``overrides``, gather this node's facts, and judge them. ``sandbox_url`` is the launch's
+    ``SANDBOX_URL=``: the sandbox checked is the one the workers will use (:func:`launch_env.worker_sandbox_config`)."""
     report = check(name, overrides)
     results = [Result("config", report.ok, "configs check passed" if report.ok else report.format())]
     if report.kind not in ("rl", "sft"):
@@ -278,7 +324,10 @@ def run(name: str, overrides: list[str], *, cheap: bool = False) -> list[Result]
         results.append(engine)
     sandbox_cfg = None
     if lay.kind == "rl":
-        sandbox_cfg = sandbox_config(cfg)
+        try:
+            sandbox_cfg = worker_sandbox_config(cfg, sandbox_url)
+        except ValueError as exc:  # a literal agentrl.sandbox.token: the launcher refuses it too
+            results.append(Result("sandbox", False, str(exc)))
     facts = gather(
         gpu=lay.gpu,
         rollout=lay.kind == "rl" and lay.gpu,
@@ -293,12 +342,19 @@ def run(name: str, overrides: list[str], *, cheap: bool = False) -> list[Result]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="shipped config name or YAML path")
     parser.add_argument("overrides", nargs="*", help="hydra overrides key=value (as given to make rl / make sft)")
+    parser.add_argument("--model", help="MODEL=: the model path (model.path for SFT, actor_rollout_ref.model.path RL)")
+    parser.add_argument(
+        "--sandbox-url",
+        default=os.environ.get(ENV_SANDBOX_URL),
+        help=f"SANDBOX_URL=: the sandbox server the run's workers use (default ${ENV_SANDBOX_URL}); health-checked",
+    )
     parser.add_argument("--cheap", action="store_true", help="skip the slow checks (the vLLM import)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
-    results = run(args.config, list(args.overrides), cheap=args.cheap)
+    overrides = model_overrides(args.config, args.model) + list(args.overrides)
+    results = run(args.config, overrides, cheap=args.cheap, sandbox_url=args.sandbox_url)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
     else:

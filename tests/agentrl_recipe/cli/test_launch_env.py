@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from agentrl_recipe import names
-from agentrl_recipe.cli.launch_env import PLUGIN_MODULE, TOKEN_IN_CONFIG, rl_env
+from agentrl_recipe.cli.launch_env import PLUGIN_MODULE, TOKEN_IN_CONFIG, rl_env, worker_sandbox_config
 from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_POOL_SIZE,
@@ -35,7 +35,7 @@ def cfg(device: str = "cuda", sandbox: dict | None = None, logger: list[str] | N
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("VERL_USE_EXTERNAL_MODULES", "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", names.ENV_TRACE_DIR):
         monkeypatch.delenv(key, raising=False)
-    for key in (ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
+    for key in (ENV_SANDBOX_URL, ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
         monkeypatch.delenv(key, raising=False)
 
 
@@ -78,3 +78,28 @@ def test_a_token_in_the_trainer_config_stops_the_launch() -> None:
     with pytest.raises(ValueError) as refused:
         rl_env(cfg(sandbox={"backend": "sandbox_fusion", "url": "http://s:1", "token": "in-config"}), None)
     assert str(refused.value) == TOKEN_IN_CONFIG and "in-config" not in TOKEN_IN_CONFIG
+
+
+def _checked(sandbox: dict | None, sandbox_url: str | None = None) -> tuple:
+    checked = worker_sandbox_config(cfg(sandbox=sandbox), sandbox_url)
+    return checked.backend, checked.url, checked.token_file
+
+
+def test_the_sandbox_preflight_checks_is_the_one_the_workers_get(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _checked(None) == ("local", None, None)  # no url anywhere: this node's pool
+    assert _checked(None, "http://node7:8080") == ("sandbox_fusion", "http://node7:8080", None)  # SANDBOX_URL=
+    # agentrl.sandbox.url alone (backend left at local) reaches the workers as AGENTRL_SANDBOX_URL: the remote server
+    assert _checked({"url": "http://cfg:9", "token_file": "tok"}) == (
+        "sandbox_fusion",
+        "http://cfg:9",
+        f"{tmp_path}/tok",
+    )
+    assert _checked({"url": "http://cfg:9"}, "http://flag:2")[1] == "http://flag:2"  # SANDBOX_URL= wins
+    assert _checked({"url": ["http://a:1", "http://b:2"]})[1] == "http://a:1,http://b:2"  # a fleet
+    assert _checked({"backend": "subprocess"}, "http://flag:2") == ("subprocess", "http://flag:2", None)  # named
+    monkeypatch.setenv(ENV_SANDBOX_URL, "http://exported:3")  # the launcher's own environment, as workers inherit it
+    assert _checked(None) == ("sandbox_fusion", "http://exported:3", None)
+    with pytest.raises(ValueError) as refused:
+        _checked({"url": "http://cfg:9", "token": "in-config"})
+    assert str(refused.value) == TOKEN_IN_CONFIG

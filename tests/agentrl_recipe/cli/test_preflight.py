@@ -8,12 +8,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
+from agentrl_recipe import cli
 from agentrl_recipe.cli import launch, preflight
 from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.cli.launch_env import TOKEN_IN_CONFIG
 from agentrl_recipe.cli.preflight_facts import NodeFacts
+from agentrl_sandbox.config import ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE, ENV_SANDBOX_URL
 
 GIB = 2**30
 PARAMS_4B = 4_000_000_000
@@ -39,7 +46,7 @@ def healthy() -> NodeFacts:
         gpu_memory_gib=[80.0] * 8,
         torch_cuda="13.0",
         vllm_version="0.30.0",
-        flash_attn=True,
+        flash_attn_error=None,
         ray_cpus=96,
         free_disk_bytes=2000 * GIB,
         sandbox={"ok": True, "backend": "local", "imports": ["numpy", "sympy"], "latency_s": 1.0},
@@ -63,7 +70,13 @@ def test_a_healthy_node_passes_every_check(paper: preflight.Layout) -> None:
         ({"torch_cuda": None}, "driver", "torch is a CPU build"),
         ({"driver_version": None}, "driver", "no NVIDIA driver found"),
         ({"gpu_memory_gib": [80.0] * 4}, "gpus", "trainer.n_gpus_per_node=8 but 4 GPUs are visible"),
-        ({"flash_attn": False}, "flash_attn", "flash_attn is not installed"),
+        ({"flash_attn_error": "not installed"}, "flash_attn", "flash_attn is not installed"),
+        (
+            {"flash_attn_error": "ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c10"},
+            "flash_attn",
+            "flash_attn does not import (ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c10): it was built "
+            "against another torch/CUDA",
+        ),
         ({"vllm_version": None}, "vllm", "vLLM is not installed"),
         ({"vllm_async_error": "ImportError: cannot import name 'X'"}, "vllm", "async server does not import"),
         ({"ray_cpus": 32}, "ray_cpus", "Ray offers 32 logical CPUs but the run reserves 33"),
@@ -95,13 +108,17 @@ def test_golden_budgets(paper: preflight.Layout) -> None:
         paper, dataclasses.replace(healthy(), free_disk_bytes=int(need * GIB) - GIB), PARAMS_4B
     )
     assert not short.ok and "< 179 GiB for 4 checkpoint(s) of 45 GiB" in short.message
+    # the HF export is the same fp32 state dict (4 B/param more); a bf16 model_dtype halves everything
+    assert preflight.bytes_per_parameter(paper) == 12
+    assert preflight.bytes_per_parameter(dataclasses.replace(paper, hf_export=True)) == 16
+    assert preflight.bytes_per_parameter(dataclasses.replace(paper, hf_export=True, model_dtype="bf16")) == 8
     # the driver table: CUDA 12 builds run on R525.60.13+.
     assert preflight.check_driver(dataclasses.replace(healthy(), torch_cuda="12.8", driver_version="535.104.05")).ok
 
 
 def test_layout_dependent_rules(paper: preflight.Layout) -> None:
     sdpa = dataclasses.replace(paper, attn_implementation="sdpa")
-    assert preflight.check_flash_attn(sdpa, dataclasses.replace(healthy(), flash_attn=False)).ok
+    assert preflight.check_flash_attn(sdpa, dataclasses.replace(healthy(), flash_attn_error="not installed")).ok
     unbounded = dataclasses.replace(paper, keep=None, total_steps=None)
     result = preflight.check_disk(unbounded, healthy(), PARAMS_4B)
     assert result.ok and "no retention limit" in result.message
@@ -115,7 +132,9 @@ def test_layout_dependent_rules(paper: preflight.Layout) -> None:
 def test_cli_exits_non_zero_with_one_line_per_problem(monkeypatch, capsys) -> None:
     too_old = dataclasses.replace(healthy(), driver_version="550.54.15", ray_cpus=16)
     monkeypatch.setattr(preflight, "gather", lambda **_: too_old)
-    args = argparse.Namespace(config="agentrl_rl_qwen3_4b", overrides=[], cheap=True, json=False)
+    args = argparse.Namespace(
+        config="agentrl_rl_qwen3_4b", overrides=[], cheap=True, json=False, model=None, sandbox_url=None
+    )
     assert preflight.main(args) == 1
     out = capsys.readouterr()
     fails = [line for line in out.out.splitlines() if line.startswith("FAIL")]
@@ -198,3 +217,100 @@ def test_configs_check_refuses_it_where_cuda_is_and_warns_elsewhere(monkeypatch)
     monkeypatch.setattr(async_checks, "_cuda_here", lambda: False)
     errors, warnings = async_checks._checkpoint_engine(cfg)
     assert not errors and warnings[0][1].endswith("on the GPU nodes (not checkable here: no CUDA)")
+
+
+# ---- the run's sandbox and model as given: SANDBOX_URL= / agentrl.sandbox.*, MODEL= -----------------------------
+def _gathered(monkeypatch) -> dict:
+    """Replace gather: record its arguments, return a healthy node."""
+    seen: dict = {}
+
+    def fake(**kwargs):
+        seen.update(kwargs)
+        return healthy()
+
+    monkeypatch.setattr(preflight, "gather", fake)
+    return seen
+
+
+@pytest.fixture
+def no_sandbox_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in (ENV_SANDBOX_URL, ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
+        monkeypatch.delenv(key, raising=False)
+
+
+def test_a_token_in_the_config_fails_the_sandbox_check(monkeypatch, no_sandbox_env) -> None:
+    seen = _gathered(monkeypatch)
+    results = preflight.run("agentrl_rl", ["trainer.save_freq=-1", "+agentrl.sandbox.token=s3cret"], cheap=True)
+    assert failed(results)["sandbox"] == TOKEN_IN_CONFIG and seen["sandbox_config"] is None
+    assert "s3cret" not in repr(results)
+
+
+def test_the_remote_sandbox_report_names_its_url() -> None:
+    report = {"ok": False, "backend": "sandbox_fusion", "url": "http://node7:8080", "error": "ConnectError: refused"}
+    result = preflight.check_sandbox(dataclasses.replace(healthy(), sandbox=report))
+    assert result.line() == "FAIL sandbox: sandbox_fusion at http://node7:8080 backend unusable: ConnectError: refused"
+
+
+def test_make_rl_sandbox_url_reaches_the_cheap_preflight(monkeypatch, tmp_path, no_sandbox_env) -> None:
+    """`make rl SANDBOX_URL=…` health-checks that server, not the local pool, and then launches."""
+    (tmp_path / "train.parquet").touch()
+    (tmp_path / "model").mkdir()
+    seen = _gathered(monkeypatch)
+    started = []
+    monkeypatch.setattr(launch.subprocess, "call", lambda command, env: started.append(env) or 0)
+    parser = argparse.ArgumentParser()
+    launch.add_arguments(parser)
+    argv = [
+        "rl",
+        "--config",
+        "agentrl_rl",
+        "--model",
+        str(tmp_path / "model"),
+        "--data",
+        str(tmp_path / "train.parquet"),
+    ]
+    argv += [
+        "--val-data",
+        str(tmp_path / "train.parquet"),
+        "--sandbox-url",
+        "http://node7:8080",
+        "trainer.save_freq=-1",
+    ]
+    assert launch.main(parser.parse_intermixed_args(argv)) == 0
+    assert (seen["sandbox_config"].backend, seen["sandbox_config"].url) == ("sandbox_fusion", "http://node7:8080")
+    assert started[0][ENV_SANDBOX_URL] == "http://node7:8080"
+
+
+def _recorded_runs(monkeypatch) -> list:
+    runs: list = []
+    monkeypatch.setattr(preflight, "run", lambda name, overrides, **kw: runs.append((name, overrides, kw)) or [])
+    return runs
+
+
+def test_preflight_model_maps_to_the_kinds_model_key(monkeypatch) -> None:
+    assert preflight.model_overrides("agentrl_rl_qwen3_4b", "/m") == ["actor_rollout_ref.model.path=/m"]
+    assert preflight.model_overrides("agentrl_sft_qwen3_4b", "/m") == ["model.path=/m"]
+    assert preflight.model_overrides("agentrl_sft_qwen3_4b", None) == []
+    assert preflight.model_overrides("no_such_config", "/m") == []
+    runs = _recorded_runs(monkeypatch)
+    argv = ["preflight", "--model", "/m", "--sandbox-url", "http://s:1", "agentrl_sft_qwen3_4b", "trainer.nnodes=2"]
+    assert cli.main(argv) == 0
+    assert runs == [
+        ("agentrl_sft_qwen3_4b", ["model.path=/m", "trainer.nnodes=2"], {"cheap": False, "sandbox_url": "http://s:1"})
+    ]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_preflight_maps_model_and_sandbox_url(monkeypatch) -> None:
+    """The command `make preflight CONFIG= MODEL= SANDBOX_URL= ARGS=` runs, fed to the real CLI parser."""
+    root = Path(__file__).resolve().parents[3]
+    variables = ["CONFIG=agentrl_rl_qwen3_4b", "MODEL=/m", "SANDBOX_URL=http://s:1", "ARGS=trainer.nnodes=2"]
+    out = subprocess.run(
+        ["make", "-n", "preflight", *variables], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    command = shlex.split(out.strip().splitlines()[-1])
+    assert command[0].endswith("agentrl-recipe")
+    runs = _recorded_runs(monkeypatch)
+    assert cli.main(command[1:]) == 0
+    overrides = ["actor_rollout_ref.model.path=/m", "trainer.nnodes=2"]
+    assert runs == [("agentrl_rl_qwen3_4b", overrides, {"cheap": False, "sandbox_url": "http://s:1"})]

@@ -4,9 +4,12 @@ parameter count."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
+
+import pytest
 
 from agentrl_recipe.cli import preflight_facts
 
@@ -43,17 +46,55 @@ def test_free_disk_of_a_directory_not_made_yet(tmp_path: Path) -> None:
 
 def test_cpu_layout_gathers_only_disk_and_sandbox(monkeypatch) -> None:
     monkeypatch.setattr(preflight_facts, "nvidia_smi", lambda: (_ for _ in ()).throw(AssertionError("GPU probed")))
+    monkeypatch.setattr(preflight_facts, "flash_attn_error", lambda: pytest.fail("flash_attn imported"))
     facts = preflight_facts.gather(
         gpu=False, rollout=False, checkpoint_dir=".", ray_init_num_cpus=None, sandbox_config=None, cheap=True
     )
     assert facts.driver_version is None and facts.free_disk_bytes and facts.sandbox is None
 
 
-def test_model_parameters_from_safetensors_sizes(tmp_path: Path) -> None:
+def _weights(path: Path, shapes: dict[str, list[int]], dtype: str = "F32", width: int = 4) -> None:
+    """A safetensors file whose header declares ``shapes`` (and data of the size they need)."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape in shapes.items():
+        size = math.prod(shape) * width
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * offset)
+
+
+def test_model_parameters_from_the_safetensors_headers(tmp_path: Path) -> None:
     assert preflight_facts.model_parameters(str(tmp_path)) is None  # no weights
     assert preflight_facts.model_parameters("Qwen/Qwen3-4B") is None  # a hub id is not local
-    (tmp_path / "model-1.safetensors").write_bytes(b"\0" * 600)
-    (tmp_path / "model-2.safetensors").write_bytes(b"\0" * 400)
-    assert preflight_facts.model_parameters(str(tmp_path)) == 500  # bf16 by default
-    (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "float32"}))
-    assert preflight_facts.model_parameters(str(tmp_path)) == 250
+    # verl's HF export: the fp32 training weights under a bfloat16 label. File size / 2 would count 2x the params.
+    (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    _weights(tmp_path / "model-00001-of-00002.safetensors", {"embed": [100, 8], "norm": [8]})
+    _weights(tmp_path / "model-00002-of-00002.safetensors", {"layer.w": [8, 16]})
+    assert preflight_facts.model_parameters(str(tmp_path)) == 100 * 8 + 8 + 8 * 16  # 936, whatever the label
+    _weights(tmp_path / "model-00002-of-00002.safetensors", {"layer.w": [8, 16]}, dtype="BF16", width=2)
+    assert preflight_facts.model_parameters(str(tmp_path)) == 936  # and whatever the stored dtype
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(b"\0" * 600)  # not a safetensors header
+    assert preflight_facts.model_parameters(str(tmp_path)) is None
+
+
+def _fake_flash_attn(root: Path, body: str) -> None:
+    (root / "flash_attn").mkdir()
+    (root / "flash_attn" / "__init__.py").write_text(body)
+
+
+def test_flash_attn_is_imported_not_just_found(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert preflight_facts.flash_attn_error() == preflight_facts.FLASH_ATTN_MISSING
+    # a build against another torch: found by find_spec, fails at import on its CUDA extension
+    symbol = "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    _fake_flash_attn(tmp_path, f"import sys\nraise ImportError({symbol!r})\n")
+    assert preflight_facts.flash_attn_error() == f"ImportError: {symbol}"
+
+
+def test_flash_attn_that_imports_or_crashes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    _fake_flash_attn(tmp_path, "__version__ = '2.8.3'\n")
+    assert preflight_facts.flash_attn_error() is None
+    (tmp_path / "flash_attn" / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert preflight_facts.flash_attn_error() == "the import crashed (signal 11)"

@@ -1,0 +1,60 @@
+"""Does an RL launch resume, and then: skip the validation before training (``make rl`` / ``make rl-smoke*``).
+
+verl validates before the first step whenever ``trainer.val_before_train`` is true, resumed or not (its
+``RayPPOTrainer.fit`` and the v1 trainer alike), so with the paper config (``val_before_train: true``) every restart
+re-runs the 1,920-trajectory validation, whose numbers the run already logged at that step. The launcher knows before
+verl does whether the run resumes — verl's own rule, read here without starting anything: ``resume_mode: auto`` with
+``<default_local_dir>/latest_checkpointed_iteration.txt`` naming an existing ``global_step_<N>`` directory, or
+``resume_mode: resume_path`` with ``resume_from_path`` set — and then passes ``trainer.val_before_train=false``.
+
+The switch: ``VAL_ON_RESUME=1`` (``--val-on-resume``) keeps the validation on resume (verl's and the released code's
+behaviour), and so does an explicit ``trainer.val_before_train=…`` among the user's overrides (the user's value
+stands). A fresh start is untouched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+TRACKER = (
+    "latest_checkpointed_iteration.txt"  # verl.utils.checkpoint.checkpoint_manager.get_checkpoint_tracker_filename
+)
+VAL_KEY = "trainer.val_before_train"
+
+
+def resume_checkpoint(cfg: Any) -> str | None:
+    """The checkpoint directory verl will resume from with this composed config, or None for a fresh start."""
+    trainer = cfg.trainer
+    mode = str(trainer.get("resume_mode", "auto"))
+    if mode == "disable":
+        return None
+    if mode == "resume_path":
+        path = trainer.get("resume_from_path")
+        return str(Path(str(path)).absolute()) if path else None
+    root = Path(str(trainer.default_local_dir)).absolute()
+    try:
+        step = int((root / TRACKER).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    folder = root / f"global_step_{step}"
+    return str(folder) if folder.is_dir() else None
+
+
+def _sets(overrides: list[str], key: str) -> bool:
+    return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
+
+
+def resume_overrides(cfg: Any, user_overrides: list[str], *, val_on_resume: bool) -> tuple[list[str], str | None]:
+    """(overrides to add, a line saying why) for a launch of ``cfg``: ``trainer.val_before_train=false`` when the
+    run resumes, validates before training, and neither ``val_on_resume`` nor the user's overrides ask otherwise."""
+    if val_on_resume or not cfg.trainer.get("val_before_train", True) or _sets(user_overrides, VAL_KEY):
+        return [], None
+    checkpoint = resume_checkpoint(cfg)
+    if checkpoint is None:
+        return [], None
+    note = (
+        f"resuming from {checkpoint}: {VAL_KEY}=false (that step's validation is already logged; "
+        "VAL_ON_RESUME=1 validates again)"
+    )
+    return [f"{VAL_KEY}=false"], note
