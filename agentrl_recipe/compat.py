@@ -20,6 +20,7 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | ``agentrl.agent_loop.error_text`` + tool ``error_text`` | ``released``: ``Error when executing tool: 'python'`` | ``explain`` |
 | tool ``large_output`` | ``timeout``: over 196,608 bytes a stream = a timeout | ``keep``: returned (cut by verl) |
 | ``actor_rollout_ref.actor.policy_loss.token_mean_scope`` | ``micro_batch``: per micro-batch, × its sequences | ``mini_batch`` (verl) |
+| ``data.agentrl.prompt_filter_counts_tools`` | false: the prompt alone | true: prompt + tool schemas (verl) |
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "error_text": {"open_agentrl": "released", "agentrl": "explain"},
     "large_output": {"open_agentrl": "timeout", "agentrl": "keep"},
     "token_mean_scope": {"open_agentrl": "micro_batch", "agentrl": "mini_batch"},
+    "prompt_filter_counts_tools": {"open_agentrl": False, "agentrl": True},
 }
 
 

@@ -46,6 +46,7 @@ from agentrl_recipe.config_paths import config_dir
 ARR = "actor_rollout_ref"
 # verl keys whose value is an open mapping (anything below them is passed through), beyond empty `{}` in the base.
 FREEFORM = ("ray_kwargs.ray_init", "reward.custom_reward_function.reward_kwargs")
+DATA_NAMESPACE = f"data.{names.CONFIG_NAMESPACE}"  # the RL dataset's settings (check_namespace checks them)
 # verl reads these with .get() although its YAML does not declare them.
 VERL_GET_ONLY = ("actor_rollout_ref.rollout.agent.agent_loop_manager_class",)
 # reward.reward_kwargs of verl's own managers (they read config.reward.reward_kwargs; others ignore it).
@@ -197,7 +198,7 @@ def check_keys(cfg: Any, base: Any, kind: str, report: CheckReport, allow: Seque
 def _unchecked(key: str, allow: Sequence[str]) -> bool:
     """Keys checked against the plugin's dataclasses instead (:func:`check_namespace`, the reward's kwargs), and keys
     accepted as they are."""
-    if key.split(".")[0] == names.CONFIG_NAMESPACE or key.startswith("reward.reward_kwargs"):
+    if key.split(".")[0] == names.CONFIG_NAMESPACE or key.startswith(("reward.reward_kwargs", DATA_NAMESPACE + ".")):
         return True
     return any(key == a or key.startswith(a + ".") for a in (*allow, *VERL_GET_ONLY))
 
@@ -262,7 +263,15 @@ def _dataclass_has_field(section: dict, name: str) -> bool:
 
 
 def check_namespace(cfg: Any, report: CheckReport) -> None:
-    """Each ``agentrl.<section>`` against the plugin's dataclass for it (unknown fields, bad values)."""
+    """Each ``agentrl.<section>`` against the plugin's dataclass for it (unknown fields, bad values); ``data.agentrl``
+    (the RL dataset's settings, agentrl_recipe/rl_dataset.py) against its own."""
+    if OmegaConf.select(cfg, DATA_NAMESPACE) is not None:
+        try:
+            from agentrl_recipe.rl_dataset import DatasetSettings  # imports verl: only for a config that has it
+
+            DatasetSettings.from_data_config(cfg.data)
+        except Exception as e:  # unknown field, bad value, unresolvable interpolation
+            report.errors.append(Problem(DATA_NAMESPACE, str(e)))
     block = cfg.get(names.CONFIG_NAMESPACE)
     if block is None:
         return
