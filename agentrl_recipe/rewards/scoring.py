@@ -27,6 +27,8 @@ Rules (Open-AgentRL ``recipe/demystify/reward.py`` → verl ``math_dapo.compute_
   wrong answer (mask it; see ``agentrl.masks.infra_failure``).
 
 The ground truth of math/GPQA rows is a string (an int or float from a parquet column is converted with ``str``).
+Before a scorer sees it, it is put in the form ``ground_truth_form`` and ``leetcode_tests`` say (as published, or
+normalized; a LeetCode row's asserts or its call-based conversion): :mod:`agentrl_recipe.rewards.ground_truth`.
 """
 
 from __future__ import annotations
