@@ -7,7 +7,9 @@ synthetic prefix (system + user + an assistant with dummy tool calls, with the t
 and then that prefix plus the new tool messages, to diff the two. Tokenizing the tools system prompt dominates: on
 the tiny model one render is ~0.8 ms, of which the Jinja part is ~0.06 ms, so the constant prefix alone costs
 ~0.8 ms per turn per trajectory. A render is a pure function of (tokenizer, chat template, messages, generation
-prompt flag, tools, template kwargs), so it can be memoized; the prefix then hits the cache on every turn.
+prompt flag, tools, template kwargs), so it can be memoized; the prefix then hits the cache on every turn. The key is
+their JSON with the keys in their given order: templates write tools and tool-call arguments with ``tojson``, which
+keeps that order, so two renders differing only in key order differ (a sorted-keys key served one for the other).
 
 :func:`memoize_renders` wraps one builder's ``_render_tokens`` (the single place verl's text builders tokenize; read
 and replaced only through :mod:`agentrl_recipe.verl_adapters.continuous_token_builder`, which checks it); the
@@ -36,7 +38,6 @@ def _key(tokenizer: Any, messages: Any, add_generation_prompt: bool, tools: Any,
     try:
         return json.dumps(
             [getattr(tokenizer, "chat_template", None), messages, add_generation_prompt, tools, kwargs],
-            sort_keys=True,
             ensure_ascii=False,
         )
     except (TypeError, ValueError):  # not JSON-able (e.g. PIL images): do not cache

@@ -7,6 +7,7 @@ from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token
 
 from agentrl_recipe import names
 from agentrl_recipe.agent_loop import render_cache
+from agentrl_recipe.verl_adapters import continuous_token_builder
 
 TOOLS = [
     {
@@ -58,3 +59,29 @@ def test_template_change_is_not_served_from_the_cache(tiny_model_dir):
     assert after == create_continuous_token_builder(tokenizer, hf_model_type="qwen2").build_initial_tokens(
         messages, tools=TOOLS
     )
+
+
+def test_key_order_is_part_of_the_key(tiny_model_dir):
+    """The template writes tools and tool-call arguments with `tojson`, which keeps key order: two renders that differ
+    only in key order differ, so the cache must not serve one for the other (its key once sorted the keys)."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    function = TOOLS[0]["function"]
+    reordered = [{"function": {k: function[k] for k in reversed(list(function))}, "type": "function"}]
+    builder = render_cache.memoize_renders(create_continuous_token_builder(tokenizer, hf_model_type="qwen2"))
+    plain = create_continuous_token_builder(tokenizer, hf_model_type="qwen2")
+    messages = [{"role": "user", "content": "What is 6*7?"}]
+    first = builder.build_initial_tokens(messages, tools=TOOLS)
+    second = builder.build_initial_tokens(messages, tools=reordered)
+    assert second == plain.build_initial_tokens(messages, tools=reordered) and second != first
+
+    def with_call(arguments: dict) -> list[dict]:
+        call = {"type": "function", "function": {"name": names.TOOL_NAME, "arguments": arguments}}
+        return [*messages, {"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "content": "1"}]
+
+    render = continuous_token_builder.render_tokens(builder)
+    plain_render = continuous_token_builder.render_tokens(plain)
+    for arguments in ({"code": "print(1)", "timeout": 5}, {"timeout": 5, "code": "print(1)"}):
+        conversation = with_call(arguments)
+        assert render(conversation, add_generation_prompt=True) == plain_render(
+            conversation, add_generation_prompt=True
+        )

@@ -3,10 +3,12 @@
 With ``agentrl.agent_loop.tool_turn_newline: false`` (open_agentrl) they equal it less the one ``\\n`` between a
 generated ``<|im_end|>`` and the tool turn after it, as the released loop (verl 0.5) appended tool turns.
 
-Run for the Qwen2.5-style template the package ships and a Qwen3-style one (think blocks;
-tests/agentrl_recipe/agent_loop/templates/qwen3_hermes.jinja), through verl's AgentLoopWorker with the real
-code_interpreter tool. The conversation includes a malformed call answered with an error, so the exactness covers the
-plugin's feedback turns too.
+Run for the Qwen2.5-style template the package ships, a Qwen3-style one (think blocks;
+tests/agentrl_recipe/agent_loop/templates/qwen3_hermes.jinja), and the real Qwen3-2507 templates the 4B run uses
+(templates/qwen3_4b_instruct_2507.jinja, the paper's base model, and qwen3_4b_thinking_2507.jinja; sources in
+templates/README.md), with a system prompt, through verl's AgentLoopWorker with the real code_interpreter tool and the
+plugin's render cache (agentrl_recipe/agent_loop/render_cache.py, which must serve some of the renders). The
+conversation includes a malformed call answered with an error, so the exactness covers the plugin's feedback turns too.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from loop_helpers import call, row, with_updates
 from transformers import AutoTokenizer
 
 from agentrl_recipe import names
+from agentrl_recipe.agent_loop import render_cache
 from agentrl_recipe.cpu_task.tiny_model import chat_template
 from agentrl_recipe.rollout import Rollout
 from verl_cpu.scripted import ScriptedClient, turns
@@ -76,10 +79,68 @@ def qwen3_case() -> tuple[list[str], list[dict]]:
     return script, conversation
 
 
+def think(text: str) -> str:
+    return f"<think>\n{text}\n</think>\n\n"
+
+
+def qwen3_instruct_2507_case() -> tuple[list[str], list[dict]]:
+    """Qwen3-4B-Instruct-2507 renders an assistant's content as is (no think parsing): the think block stays in it."""
+    script = [
+        think("Let me compute.") + call("print(6*7)"),
+        think("Retry.") + BROKEN,
+        call(CODE),
+        think("It printed 42.") + "The answer is \\boxed{42}.",
+    ]
+    conversation = [
+        # the template writes "\n" between non-empty content and the first <tool_call>
+        {"role": "assistant", "content": think("Let me compute.")[:-1], "tool_calls": [tool_call("print(6*7)")]},
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": think("Retry.") + BROKEN},
+        {"role": "tool", "content": None},
+        {"role": "assistant", "content": "", "tool_calls": [tool_call(CODE)]},
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": think("It printed 42.") + "The answer is \\boxed{42}."},
+    ]
+    return script, conversation
+
+
+def qwen3_thinking_2507_case() -> tuple[list[str], list[dict]]:
+    """Qwen3-4B-Thinking-2507's generation prompt opens the think block: the model writes from inside it."""
+    script = [
+        "Let me compute.\n</think>\n\n" + call("print(6*7)"),
+        "Retry.\n</think>\n\n" + BROKEN,
+        "Again, properly.\n</think>\n\n" + call(CODE),
+        "It printed 42.\n</think>\n\nThe answer is \\boxed{42}.",
+    ]
+    conversation = [
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "Let me compute.",
+            "tool_calls": [tool_call("print(6*7)")],
+        },
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": "Retry.\n</think>\n\n" + BROKEN},  # split at </think> by the template
+        {"role": "tool", "content": None},
+        {"role": "assistant", "content": "", "reasoning_content": "Again, properly.", "tool_calls": [tool_call(CODE)]},
+        {"role": "tool", "content": "42\n"},
+        {"role": "assistant", "content": "The answer is \\boxed{42}.", "reasoning_content": "It printed 42."},
+    ]
+    return script, conversation
+
+
+def template_file(name: str):
+    return lambda: (TEMPLATES / name).read_text()
+
+
 CASES = {
     "qwen25": (chat_template, qwen25_case),
-    "qwen3": (lambda: (TEMPLATES / "qwen3_hermes.jinja").read_text(), qwen3_case),
+    "qwen3": (template_file("qwen3_hermes.jinja"), qwen3_case),
+    "qwen3_instruct_2507": (template_file("qwen3_4b_instruct_2507.jinja"), qwen3_instruct_2507_case),
+    "qwen3_thinking_2507": (template_file("qwen3_4b_thinking_2507.jinja"), qwen3_thinking_2507_case),
 }
+SYSTEM = {"role": "system", "content": "You are a careful solver. Use the code tool."}
+WITH_SYSTEM = {"qwen3_instruct_2507", "qwen3_thinking_2507"}  # the 2507 cases also render a system prompt
 
 
 def without_tool_turn_newlines(ids: list[int], tokenizer) -> list[int]:
@@ -117,19 +178,24 @@ async def test_incremental_ids_equal_the_rendered_conversation(name, newline, ti
         tokenizer, turns(*script), limits=ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
     )
     runner = await Rollout.create(cfg, client)
-    result = await runner.run([row("What is 6*7?")], progress=False)
+    task = row("What is 6*7?")
+    if name in WITH_SYSTEM:
+        task["prompt"] = [SYSTEM, *task["prompt"]]
+    hits = render_cache.stats["hits"]
+    result = await runner.run([task], progress=False)
+    assert render_cache.stats["hits"] > hits  # the cached renders are the ones checked here
     (record,) = result.records
     n_malformed = sum(1 for m in conversation if m["role"] == "tool" and m["content"] is None)
     assert record.termination == "answer" and record.tool_calls == 2
     assert record.malformed_tool_calls == n_malformed
 
     schemas = [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for t in runner.worker.tools]
-    prompt = row("What is 6*7?")["prompt"]
-    assert record.messages[4]["content"].startswith("Error: the tool call is not valid JSON")
+    prompt = task["prompt"]
+    assert record.messages[len(prompt) + 3]["content"].startswith("Error: the tool call is not valid JSON")
     for index, message in enumerate(conversation):
         if message["role"] == "tool" and message["content"] is None:  # the loop's error messages, from the run
-            assert record.messages[index + 1]["content"].startswith("Error:")
-            message["content"] = record.messages[index + 1]["content"]
+            assert record.messages[index + len(prompt)]["content"].startswith("Error:")
+            message["content"] = record.messages[index + len(prompt)]["content"]
 
     def template(messages: list[dict], **kwargs) -> list[int]:
         return list(tokenizer.apply_chat_template(messages, tools=schemas, tokenize=True, return_dict=False, **kwargs))
