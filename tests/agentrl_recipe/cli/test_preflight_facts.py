@@ -98,3 +98,17 @@ def test_flash_attn_that_imports_or_crashes(tmp_path: Path, monkeypatch) -> None
     assert preflight_facts.flash_attn_error() is None
     (tmp_path / "flash_attn" / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     assert preflight_facts.flash_attn_error() == "the import crashed (signal 11)"
+
+
+def test_a_gpu_layout_imports_flash_attn(monkeypatch) -> None:
+    monkeypatch.setattr(preflight_facts, "nvidia_smi", lambda: ("580.82.07", [80.0]))
+    monkeypatch.setattr(preflight_facts, "torch_cuda_build", lambda: "13.0")
+    monkeypatch.setattr(preflight_facts, "flash_attn_error", lambda: "ImportError: undefined symbol: x")
+    facts = preflight_facts.gather(
+        gpu=True, rollout=False, checkpoint_dir=None, ray_init_num_cpus=None, sandbox_config=None, cheap=True
+    )
+    assert (facts.driver_version, facts.torch_cuda, facts.flash_attn_error) == (
+        "580.82.07",
+        "13.0",
+        "ImportError: undefined symbol: x",
+    )
