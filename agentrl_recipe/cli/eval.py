@@ -62,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--tool-timeout-s", type=float, default=defaults.tool_timeout_s, help="per tool call (paper: 30)")
     g.add_argument("--lcb-timeout-s", type=float, default=defaults.lcb_timeout_s, help="per LCB test (LCB: 6)")
+    g.add_argument(
+        "--compat",
+        choices=("open_agentrl", "agentrl"),
+        default=defaults.compat,
+        help="tool/agent-loop behaviour: open_agentrl = the released code's, which the paper checkpoints were trained "
+        "with (default); agentrl = this recipe's fixes (a model from a *_fixed config)",
+    )
     g.add_argument("--tool-config", help="tool YAML (default verl_configs/tools/code_interpreter.yaml)")
     g.add_argument("--override", action="append", metavar="KEY=VALUE", help="extra hydra override (repeatable)")
     g.add_argument("--ks", type=int, nargs="+", help="pass@k/maj@k values (default 1, 2, 4, ..., k)")
@@ -108,6 +115,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         max_tool_response_length=args.max_tool_response_length,
         tool_timeout_s=args.tool_timeout_s,
         lcb_timeout_s=args.lcb_timeout_s,
+        compat=args.compat,
         tool_config=args.tool_config,
         overrides=args.override,
         ks=args.ks,

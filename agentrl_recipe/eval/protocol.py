@@ -6,6 +6,13 @@ scripts; training uses 2560), max response 20480 tokens including tool output, â
 call executed per turn, tool output cut to 256 characters, 30 s per tool call. AIME/GPQA report avg@32; LiveCodeBench
 v6 reports pass@1 with the official harness rules (6 s per test, all tests must pass). The paper's appendix says
 16,384 for the response length (second-hand); the released scripts use 20480, which we follow.
+
+``compat`` is the tool and agent-loop behaviour the rollouts run (``agentrl.compat``, agentrl_recipe/compat.py).
+Default ``open_agentrl``: the released code's (the last-line print, "no stdout here", a malformed call ending the
+trajectory, no newline before a tool turn, its error texts, large output as a timeout), which the published checkpoints
+were trained and evaluated with ([code] recipe/demystify/eval/*.sh run verl's validation on the training stack).
+``agentrl`` (``--compat agentrl``) evaluates with this recipe's fixes, e.g. a model trained by a ``*_fixed`` config.
+Grading is the eval's own either way (math/GPQA exact match, LiveCodeBench's rules).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from agentrl_recipe import compat as compat_modes
 from agentrl_sandbox.config import redacted
 
 # key -> paper value; protocol_deviations() reports every key of a run that differs.
@@ -29,9 +37,11 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "max_tool_response_length": 256,
     "tool_timeout_s": 30.0,
     "lcb_timeout_s": 6.0,
+    "compat": "open_agentrl",
 }
 
 BACKENDS = ("hf", "openai")
+COMPAT_KEY = "agentrl.compat"  # the RL config key EvalConfig.compat sets
 
 
 @dataclasses.dataclass
@@ -59,6 +69,8 @@ class EvalConfig:
     max_parallel_calls: int = 1
     max_tool_response_length: int = 256
     tool_timeout_s: float = 30.0
+    # the tool / agent-loop behaviour: open_agentrl (released, the paper checkpoints') | agentrl (our fixes)
+    compat: str = "open_agentrl"
     tool_config: str | None = None  # tool YAML (None = the recipe's verl_configs/tools/code_interpreter.yaml)
     overrides: list[str] | None = None  # extra hydra overrides on the recipe's RL config (recorded in the protocol)
     # --- scoring ---
@@ -93,6 +105,12 @@ class EvalConfig:
             bad = [k for k in self.ks if not 1 <= int(k) <= self.n_samples]
             if bad:
                 raise ValueError(f"EvalConfig.ks {bad} must be within [1, n_samples={self.n_samples}]")
+        compat_modes.check_mode(self.compat, where="EvalConfig.compat")
+        pinned = [o for o in self.overrides or [] if o.lstrip("+~").startswith(COMPAT_KEY + "=")]
+        if pinned:
+            raise ValueError(
+                f"EvalConfig.overrides {pinned}: set the behaviour with compat (--compat), not {COMPAT_KEY}"
+            )
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"EvalConfig.limit must be >= 1, got {self.limit}")
 

@@ -21,7 +21,7 @@ from agentrl_recipe import names
 from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval.dump import atomic_write_text
 from agentrl_recipe.eval.eval_set import EvalProblem
-from agentrl_recipe.eval.protocol import EvalConfig
+from agentrl_recipe.eval.protocol import COMPAT_KEY, EvalConfig
 from agentrl_sandbox.config import SECRET_KEYS
 from verl_cpu.token_output import ContextLimits
 
@@ -56,6 +56,7 @@ def verl_overrides(cfg: EvalConfig) -> list[str]:
         f"{rollout}.multi_turn.max_parallel_calls={cfg.max_parallel_calls}",
         f"{rollout}.multi_turn.max_tool_response_length={cfg.max_tool_response_length}",
         *([f"{rollout}.multi_turn.tool_config_path={cfg.tool_config}"] if cfg.tool_config else []),
+        f"{COMPAT_KEY}={cfg.compat}",  # the agent loop hands it to the tool (whose YAML leaves compat null)
         *(cfg.overrides or []),
     ]
 

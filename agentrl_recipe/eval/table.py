@@ -53,7 +53,8 @@ def protocol_line(p: dict[str, Any]) -> str:
         f"top_p={p.get('top_p')}, max_prompt_length={p.get('max_prompt_length')}, "
         f"max_response_length={p.get('max_response_length')}, turns≤{p.get('max_assistant_turns')}, "
         f"tool output≤{p.get('max_tool_response_length')} chars, tool timeout {p.get('tool_timeout_s')} s, "
-        f"LCB {p.get('lcb_timeout_s')} s/test, seed={p.get('seed')}. AIME/GPQA: avg@k; LCB: pass@1 (all tests pass). "
+        f"LCB {p.get('lcb_timeout_s')} s/test, seed={p.get('seed')}, compat={p.get('compat')} (tool behaviour). "
+        "AIME/GPQA: avg@k; LCB: pass@1 (all tests pass). "
         f"Brackets: {round(100 * float(p.get('confidence', 0.95)))}% bootstrap CI over problems."
     )
 

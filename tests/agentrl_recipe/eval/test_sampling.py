@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from agentrl_recipe.eval.protocol import EvalConfig
 from agentrl_recipe.eval.sampling import compose_eval_config, make_client
@@ -81,3 +82,44 @@ def test_a_sandbox_token_stays_in_memory(tiny_model_dir: Path, tmp_path: Path) -
     assert {k: verl_cfg.agentrl.sandbox[k] for k in sandbox} == sandbox
     tool_yaml = Path(verl_cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path).read_text()
     assert "url: http://s:1" in tool_yaml and "eval-secret" not in tool_yaml and "token" not in tool_yaml
+
+
+@pytest.mark.parametrize(
+    ("compat", "released"),
+    [({}, True), ({"compat": "open_agentrl"}, True), ({"compat": "agentrl"}, False)],
+    ids=["default", "open_agentrl", "agentrl"],
+)
+def test_compat_reaches_the_agent_loop_and_the_tool(
+    tiny_model_dir: Path, tmp_path: Path, compat: dict, released: bool
+) -> None:
+    """Eval runs the released tool behaviour unless told otherwise: agentrl.compat of the composed config is what
+    agentrl_tool_agent resolves its settings from and hands the tool (whose YAML leaves compat null)."""
+    from agentrl_recipe import compat as compat_modes
+    from agentrl_recipe.agent_loop.code_interpreter import CodeInterpreterTool
+    from agentrl_recipe.agent_loop.settings import AgentLoopSettings
+    from agentrl_recipe.eval.protocol import protocol_deviations
+
+    cfg = EvalConfig(model=str(tiny_model_dir), data=["x"], out_dir=str(tmp_path), **compat)
+    verl_cfg = compose_eval_config(cfg)
+    mode = compat_modes.mode_of(verl_cfg)
+    assert mode == ("open_agentrl" if released else "agentrl")
+    loop = AgentLoopSettings.from_trainer_config(verl_cfg)
+    assert (loop.malformed_call_feedback, loop.tool_turn_newline, loop.error_text) == (
+        (False, False, "released") if released else (True, True, "explain")
+    )
+    tool = CodeInterpreterTool(
+        dict(OmegaConf.load(verl_cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path).tools[0].config)
+    )
+    tool.use_compat(mode)  # what agentrl_tool_agent does with every tool
+    assert (tool.auto_print, tool.failure_reply, tool.error_text, tool.large_output) == (
+        ("last_line", "no_stdout", "released", "timeout") if released else ("expression", "explain", "explain", "keep")
+    )
+    deviations = protocol_deviations(cfg.protocol())
+    assert deviations.get("compat") == (None if released else {"run": "agentrl", "paper": "open_agentrl"})
+
+
+def test_compat_is_set_by_its_field_only(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="set the behaviour with compat"):
+        EvalConfig(model="m", data=["x"], out_dir=str(tmp_path), overrides=["agentrl.compat=agentrl"])
+    with pytest.raises(ValueError, match=r"EvalConfig\.compat must be one of"):
+        EvalConfig(model="m", data=["x"], out_dir=str(tmp_path), compat="released")
