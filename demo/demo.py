@@ -106,6 +106,7 @@ def _eval(s: DemoSettings, model: Path, heldout: Path, out: Path, label: str) ->
         max_assistant_turns=TURNS,
         max_user_turns=TURNS,
         ks=sorted({1, s.eval_samples}),
+        compat="agentrl",  # the tool behaviour agentrl_rl_demo trains with (the eval default is the released one)
         batch_size=max(1, s.eval_problems),
         overrides=[f"reward.reward_kwargs.overlong_buffer_cfg.len={RESPONSE_LENGTH // 4}"],
         sandbox={"pool_size": 1},
