@@ -162,17 +162,19 @@ preflight: venv  ## will CONFIG run on this node? driver/CUDA, GPUs, flash-attn,
 configs: install  ## list the shipped verl configs and check every one of them
 	$(AGENTRL) configs list
 	$(AGENTRL) configs check
-# flash-attn is required on GPU nodes: verl's default attention, and the paper configs' Ulysses SP + remove-padding
-# need its varlen kernels. It publishes no wheel for torch 2.13, so it is built here (MAX_JOBS bounds the compiler's
-# memory; ~30-60 min on 16+ cores, once).
-FLASH_ATTN_PIN := flash-attn==2.8.3
+# GPU nodes, no root (agentrl_recipe/cli/install_gpu.py, docs/cluster.md): torch 2.13.0 + vLLM 0.30.0 + cupy built for
+# CUDA=13.0|12.9|12.8|12.6 (default: what the driver supports; 12.8/12.6 get the 12.9 builds, see gpu_variants.py),
+# then flash-attn, required on GPU nodes (verl's default attention; the paper configs' Ulysses SP + remove-padding need
+# its varlen kernels). It publishes no wheel for torch 2.13: built here (MAX_JOBS bounds the compiler's memory; ~30-60
+# min on 16+ cores, once) unless FLASH_ATTN_WHEEL=<path or URL>. The driver and the build toolchain are checked first.
+# Missing system packages (bubblewrap, python3) are printed as a command for an administrator, never installed.
+CUDA ?=
+FLASH_ATTN_WHEEL ?=
 MAX_JOBS ?= 8
-install-gpu: system-deps $(GPU_STAMP) sandbox-env  ## GPU nodes: gpu extra (vLLM 0.30 on torch 2.13.0) + flash-attn build
-$(GPU_STAMP): pyproject.toml
+install-gpu:  ## GPU nodes: torch 2.13 + vLLM 0.30 + cupy for CUDA=13.0|12.9|12.8|12.6 + flash-attn [FLASH_ATTN_WHEEL=]
 	@[ -x $(PY) ] || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(PIP) install -q $(TORCH_PIN) -e '.[test,gpu]'
-	$(PIP) install -q ninja packaging wheel
-	MAX_JOBS=$(MAX_JOBS) $(PIP) install $(FLASH_ATTN_PIN) --no-build-isolation
-	@touch $(STAMP) $(GPU_STAMP)
+	$(PY) -m agentrl_recipe.cli.install_gpu $(if $(CUDA),--cuda $(CUDA)) \
+	  $(if $(FLASH_ATTN_WHEEL),--flash-attn-wheel '$(FLASH_ATTN_WHEEL)') --max-jobs $(MAX_JOBS)
+	@touch $(STAMP)
 test-gpu: install-gpu  ## the GPU tests (pytest -m gpu), e.g. the rl-smoke run; they skip without CUDA
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 
-from verl_cpu import names, vllm_dist_alias, vllm_reloadable_weights, weight_sender_timeout
+from verl_cpu import names, skip_hccl_engine, vllm_dist_alias, vllm_reloadable_weights, weight_sender_timeout
 
 logger = logging.getLogger("verl_cpu")
 DISABLE_ENV = "VERL_CPU_DISABLE"
@@ -68,6 +68,7 @@ def _register_rollout_replica() -> None:
 
 
 def _register_checkpoint_engine() -> None:
+    skip_hccl_engine.apply()  # before verl.checkpoint_engine's __init__ imports every engine (vLLM through hccl)
     from verl.checkpoint_engine.base import CheckpointEngineRegistry
 
     from verl_cpu.checkpoint_engine import RayObjectStoreCheckpointEngine

