@@ -36,7 +36,7 @@ import httpx
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fleet import EJECTING, Detector, Fleet, Server
 from agentrl_sandbox.protocol import build_request, result_from_response
-from agentrl_sandbox.types import ExecResult, Route, Sandbox
+from agentrl_sandbox.types import ExecResult, Route, Sandbox, mark_slot
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 DEADLINE_FLOOR_SLACK_S = 2.0  # the total deadline is never shorter than the run's timeout + this
@@ -144,9 +144,13 @@ class SandboxFusionClient(Sandbox):
     ) -> ExecResult:
         body = build_request(code, stdin, timeout_s, memory_mb, files)
         headers = {**self.fleet.headers, IDEMPOTENCY_HEADER: uuid.uuid4().hex}  # one key for all its attempts
+        queued = time.monotonic()
+        mark_slot(taken=False)
         async with self._sem:
             self.stats["calls"] += 1
             start = time.monotonic()
+            waited = start - queued  # our own concurrency limit: queue time, like the server's
+            mark_slot(taken=True)  # the server's queue wait is known only from its answer
             deadline = start + max(self.cfg.request_deadline_s, timeout_s + DEADLINE_FLOOR_SLACK_S)
             failed_on: set[str] = set()  # servers this call already failed on
             failed: list[str] = []  # every failed attempt's server, for the per-server training metrics
@@ -160,6 +164,7 @@ class SandboxFusionClient(Sandbox):
                 attempt = await self._post(server, body, headers, timeout_s, remaining)
                 if attempt.kind == "done" and attempt.result is not None:
                     attempt.result.route = Route(server.url, attempt.latency_s, tuple(failed))
+                    attempt.result.queue_s += waited  # plus the answering server's queue, which it reported
                     return attempt.result
                 if attempt.kind == "too_large":  # the code's fault: no retry, the server's record untouched
                     route = Route(server.url, attempt.latency_s, tuple(failed))

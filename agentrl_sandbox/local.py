@@ -36,7 +36,7 @@ from agentrl_sandbox.bwrap import (
 from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE, SandboxConfig
 from agentrl_sandbox.cpus import usable_cpus
 from agentrl_sandbox.preload import Router, tiers
-from agentrl_sandbox.types import PROBE_CODE, PROBE_MEMORY_MB, ExecResult, Sandbox, SandboxError
+from agentrl_sandbox.types import PROBE_CODE, PROBE_MEMORY_MB, ExecResult, Sandbox, SandboxError, mark_slot
 
 logger = logging.getLogger(__name__)
 
@@ -175,12 +175,18 @@ class LocalSandbox(Sandbox):
     async def _execute(
         self, code: str, stdin: str | None, timeout_s: float, memory_mb: int, files: dict[str, bytes]
     ) -> ExecResult:
+        queued = time.monotonic()
+        mark_slot(taken=False)
         async with self._sem:
+            waited = time.monotonic() - queued  # the pool's queue: reported, never part of the run's time
+            mark_slot(taken=True)
             try:
                 await self._ensure_running()
             except SandboxError as exc:
                 return ExecResult.infra(str(exc))
-            return await self._execute_once(code, stdin, timeout_s, memory_mb, files)
+            result = await self._execute_once(code, stdin, timeout_s, memory_mb, files)
+        result.queue_s = waited
+        return result
 
     async def _execute_once(
         self,

@@ -6,8 +6,9 @@ files (path -> base64), fetch_files. Response ``RunCodeResponse``: status Succes
 compile_result/run_result = {status Finished | Error | TimeLimitExceeded, execution_time, return_code, stdout, stderr},
 executor_pod_name, files. ``Failed`` = non-zero return code or time limit; ``SandboxError`` = the sandbox failed.
 
-Our server adds one field SandboxFusion clients ignore, ``agentrl: {status, duration_s, message}``, so our client
-recovers the exact status (memory_exceeded, output_truncated) instead of inferring it.
+Our server adds one field SandboxFusion clients ignore, ``agentrl: {status, duration_s, message, queue_s}``, so our
+client recovers the exact status (memory_exceeded, output_truncated) instead of inferring it, and how long the run
+waited in the server's queue.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def decode_files(files: dict[str, str | None]) -> dict[str, bytes]:
 
 def response_from_result(res: ExecResult) -> dict[str, Any]:
     """Our ExecResult as a SandboxFusion RunCodeResponse (plus the ``agentrl`` extension)."""
-    ext = {"status": res.status, "duration_s": res.duration_s, "message": res.message}
+    ext = {"status": res.status, "duration_s": res.duration_s, "message": res.message, "queue_s": res.queue_s}
     if res.status == "infra_error":
         return {"status": "SandboxError", "message": res.message, "run_result": None, "files": {}, "agentrl": ext}
     if res.status == "timeout":
@@ -106,6 +107,7 @@ def result_from_response(body: dict[str, Any], duration_s: float) -> ExecResult:
             exit_code,
             float(ext.get("duration_s") or duration_s),
             str(ext.get("message") or ""),
+            queue_s=min(_seconds(ext.get("queue_s")), duration_s),  # never more than the round trip
         )
     timed_out = "TimeLimitExceeded" in (run.get("status"), compile_.get("status"))
     if not timed_out and not run:
@@ -124,3 +126,10 @@ def result_from_response(body: dict[str, Any], duration_s: float) -> ExecResult:
         float(elapsed) if elapsed is not None else duration_s,
         str(body.get("message") or ""),
     )
+
+
+def _seconds(value: Any) -> float:
+    """A duration from a server's answer: a finite number >= 0, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if 0.0 <= value < float("inf") else 0.0

@@ -13,6 +13,7 @@ Callers retry or mask it; they must never score it as a wrong answer.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import threading
 import time
@@ -56,6 +57,9 @@ class ExecResult:
     duration_s: float = 0.0
     message: str = ""  # why, for non-ok statuses (e.g. "killed after 30.0 s wall time", the infra failure)
     route: Route | None = dataclasses.field(default=None, compare=False)  # sandbox_fusion only
+    # seconds the run waited for a sandbox slot before it started (the pool's queue; sandbox_fusion: the client's
+    # concurrency limit plus the answering server's queue): not part of duration_s or of any time budget
+    queue_s: float = dataclasses.field(default=0.0, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -85,6 +89,33 @@ class ExecResult:
     @classmethod
     def infra(cls, message: str, duration_s: float = 0.0) -> ExecResult:
         return cls(status="infra_error", message=message, duration_s=duration_s)
+
+
+class SlotMarker:
+    """When a run queued for its sandbox slot and when it got it, for a caller that times the run as it goes: set one
+    in :data:`SLOT_MARKER` before ``arun``; a backend with a queue stamps it (the context reaches the backend's loop).
+    A backend that does not stamp it leaves the run counted as running."""
+
+    __slots__ = ("queued", "started")
+
+    def __init__(self) -> None:
+        self.queued: float | None = None  # time.monotonic() when the run began to wait for a slot
+        self.started: float | None = None  # ... and when it got one
+
+
+SLOT_MARKER: contextvars.ContextVar[SlotMarker | None] = contextvars.ContextVar("agentrl_slot_marker", default=None)
+
+
+def mark_slot(*, taken: bool) -> None:
+    """Called by a backend as the run begins to wait for a slot (``taken=False``) and once it has it (the span of
+    ``ExecResult.queue_s``)."""
+    marker = SLOT_MARKER.get()
+    if marker is None:
+        return
+    if not taken and marker.queued is None:
+        marker.queued = time.monotonic()
+    elif taken and marker.started is None:
+        marker.started = time.monotonic()
 
 
 class SandboxError(RuntimeError):

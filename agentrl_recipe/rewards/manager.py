@@ -9,7 +9,8 @@ Per trajectory (``run_single`` on verl's 1-row DataProto):
 
 1. decode the valid response (all response tokens, tool outputs included — what the original scored);
 2. score it per row with :func:`agentrl_recipe.rewards.scoring.acompute_score` (or the ``custom_reward_function``
-   when one is configured), at most ``max_concurrency`` at a time and under a hard ``grader_timeout_s``;
+   when one is configured), at most ``max_concurrency`` at a time and under a hard ``grader_timeout_s`` of
+   execution (waiting for a sandbox slot is not counted: :mod:`agentrl_recipe.rewards.grade_budget`);
 3. wrong answers (score < 0) get the tool bonus ``min(cap, s + per_call·(num_turns − 2)/2)`` (``tool_bonus``;
    the rules are :mod:`agentrl_recipe.rewards.shaping`);
 4. DAPO overlong shaping: ``min(−(len − (max_resp_len − buffer))/buffer · factor, 0)`` added to the reward.
@@ -37,6 +38,7 @@ from verl.utils.reward_score import default_compute_score
 from agentrl_recipe import names, sandbox_routes, tasks, trace
 from agentrl_recipe.config import sandbox_config
 from agentrl_recipe.rewards import hack_patterns, scoring
+from agentrl_recipe.rewards.grade_budget import QueueClock, within_budget
 from agentrl_recipe.rewards.isolation import GraderTimeout
 from agentrl_recipe.rewards.reward_kwargs import RewardKwargs
 from agentrl_recipe.rewards.shaping import apply_tool_bonus, overlong_penalty
@@ -63,6 +65,7 @@ REWARD_INFO_KEYS = (
     names.FIELD_REWARD_HACK_PATTERNS,  # code: the released grader's hacks the graded program shows (hack_patterns)
     names.FIELD_REWARD_SANDBOX_ROUTES,  # JSON: the sandbox_fusion servers the grade reached (per-server metrics)
     "grade_s",  # seconds spent grading (for latency metrics)
+    "sandbox_queue_s",  # of those, seconds the grade's sandbox runs waited for a slot (not in grader_timeout_s)
 )
 
 
@@ -126,7 +129,8 @@ class AgentRLRewardManager(RewardManagerBase):
         solution_str = await loop.run_in_executor(
             None, functools.partial(self._decode, response_ids[:valid_len], skip_special_tokens=True)
         )
-        result, timed_out, grade_s = await self._grade(row.data_source, solution_str, row.ground_truth, row.extra_info)
+        graded = await self._grade(row.data_source, solution_str, row.ground_truth, row.extra_info)
+        result, timed_out, grade_s, queue_s = graded
 
         score = float(result["score"])
         infra = bool(result.get("infra_failure", False))
@@ -151,6 +155,7 @@ class AgentRLRewardManager(RewardManagerBase):
                 names.FIELD_GRADER_INFRA_FAILURE: infra,
                 names.FIELD_GRADER_ERROR: bool(result.get(names.FIELD_GRADER_ERROR, False)),
                 "grade_s": grade_s,
+                "sandbox_queue_s": queue_s,
             }
         )
         info[names.FIELD_REWARD_HACK_PATTERNS] = self._hack_patterns(info["task_kind"], solution_str)
@@ -193,15 +198,18 @@ class AgentRLRewardManager(RewardManagerBase):
 
     async def _grade(
         self, data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any]
-    ) -> tuple[dict[str, Any], bool, float]:
-        """(result, timed_out, seconds). Queueing for a slot is not part of the timeout."""
-        sandbox = sandbox_routes.RouteRecorder(functools.partial(get_sandbox, self.sandbox_config))
+    ) -> tuple[dict[str, Any], bool, float, float]:
+        """(result, timed_out, seconds, of which queued for a sandbox slot). Queueing for a slot (of this manager or
+        of the sandbox) is not part of the timeout."""
+        routes = sandbox_routes.RouteRecorder(functools.partial(get_sandbox, self.sandbox_config))
+        sandbox = QueueClock(routes)
         async with self._semaphore():
             start = time.monotonic()
             try:
-                result = await asyncio.wait_for(
+                result = await within_budget(
                     self._score(data_source, solution_str, ground_truth, extra_info, sandbox),
-                    timeout=float(self.settings.grader_timeout_s),
+                    float(self.settings.grader_timeout_s),
+                    sandbox,
                 )
                 timed_out = False
             except (asyncio.TimeoutError, GraderTimeout):
@@ -209,8 +217,8 @@ class AgentRLRewardManager(RewardManagerBase):
                 result, timed_out = _timeout_result(data_source), True
             except Exception as exc:  # one row's grader failure never fails the step (verl awaits us with no try)
                 result, timed_out = _grader_error_result(data_source, exc), False
-            result = {**result, names.FIELD_REWARD_SANDBOX_ROUTES: sandbox.to_json()}
-            return result, timed_out, time.monotonic() - start
+            result = {**result, names.FIELD_REWARD_SANDBOX_ROUTES: routes.to_json()}
+            return result, timed_out, time.monotonic() - start, sandbox.queued_s
 
     async def _score(
         self,
@@ -218,7 +226,7 @@ class AgentRLRewardManager(RewardManagerBase):
         solution_str: str,
         ground_truth: Any,
         extra_info: dict[str, Any],
-        sandbox: sandbox_routes.RouteRecorder,
+        sandbox: QueueClock,
     ) -> dict[str, Any]:
         if self.custom_score_fn is None:
             s = self.settings

@@ -87,7 +87,8 @@ class RewardKwargs:
     leetcode_tests: str | None = None
     # None: code_rules=open_agentrl 1024 MB ([code] reward), lcb agentrl.sandbox.memory_mb ([code] tool: 2048 MB).
     code_memory_mb: int | None = None
-    # Hard cap on one row's grading, any task kind (queueing for a slot excluded). A timed-out row is scored as a
+    # Hard cap on one row's grading, any task kind (waiting for a grading or sandbox slot excluded: the wait is
+    # logged as reward/sandbox_queue_wait_s; rewards/grade_budget.py). A timed-out row is scored as a
     # wrong answer and flagged agentrl_grader_timeout. Not in the original (a stuck grade stalled the batch).
     grader_timeout_s: float = 120.0
     max_concurrency: int = 64  # rows graded at once per reward worker (the sandbox has its own limit)

@@ -3,7 +3,7 @@
 verl's validation already groups ``reward_extra_info`` per data source (``val-core/<ds>/acc/mean@N``); its training
 metrics do not look at it. :func:`reward_metrics` fills that gap for a training batch: per-source accuracy and score,
 overlong rate and penalty, tool bonus, turns, grader timeouts, infra failures, grader errors, the released grader's
-hack patterns (:mod:`agentrl_recipe.rewards.hack_patterns`) and grading latency.
+hack patterns (:mod:`agentrl_recipe.rewards.hack_patterns`), grading latency and its sandbox queue wait.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _USED_KEYS = (
     "tool_bonus",
     "num_turns",
     "grade_s",
+    "sandbox_queue_s",
     names.FIELD_GRADER_TIMEOUT,
     names.FIELD_GRADER_INFRA_FAILURE,
     names.FIELD_GRADER_ERROR,
@@ -88,6 +89,11 @@ def reward_metrics(
             out[f"{prefix}/grade_s/p50"] = float(np.percentile(arr, 50))
             out[f"{prefix}/grade_s/p99"] = float(np.percentile(arr, 99))
             out[f"{prefix}/grade_s/max"] = float(arr.max())
+    if "sandbox_queue_s" in infos:  # waiting for a sandbox slot while grading: not in the grader's budget
+        arr = _numbers(infos["sandbox_queue_s"])
+        if arr.size:
+            out[f"{prefix}/sandbox_queue_wait_s/mean"] = float(arr.mean())
+            out[f"{prefix}/sandbox_queue_wait_s/max"] = float(arr.max())
     return out
 
 

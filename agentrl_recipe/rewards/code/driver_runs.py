@@ -93,6 +93,7 @@ class GradeProgress:
         stdin = json.dumps({"nonce": nonce, **payload})
         res = await sandbox.arun(driver_source(driver), stdin=stdin, timeout_s=budget, memory_mb=memory_mb)
         self.executions += 1
+        self.deadline += res.queue_s  # the program's time cap counts its runs, not their wait for a sandbox slot
         if res.status != "infra_error":
             return res, parse_frames(res.stdout, nonce)
         self.infra_attempts += 1

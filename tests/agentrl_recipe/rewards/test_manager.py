@@ -433,3 +433,30 @@ def test_hack_patterns_are_counted_in_both_modes(code_rules, base_config, tiny_t
     assert metrics["reward/hack_pattern/exit_at_import"] == 1.0
     assert metrics["reward/hack_pattern/exit_at_import/acc"] == 0.0  # stdin tests: exiting prints nothing
     assert metrics["reward/hack_pattern/always_equal"] == 0.0
+
+
+def test_a_saturated_pool_does_not_count_against_the_grader_budget(base_config, tiny_tokenizer, pool, monkeypatch):
+    """Both of the pool's slots are taken by other runs; a program needing half of its 6 s budget waits for a slot,
+    then runs: more than 6 s of wall time, and it passes, with the wait reported apart."""
+    monkeypatch.setattr(manager_module, "get_sandbox", lambda _cfg: pool)
+    cfg = config_with(base_config, grader_timeout_s=6.0, code_timeout_s_per_test=10.0)
+    manager = load_reward_manager(cfg, tiny_tokenizer)
+    one_test = json.dumps({"inputs": ["1\n"], "outputs": ["2\n"], "fn_name": None})
+    slow = "```python\nimport time\ntime.sleep(3)\nprint(int(input()) * 2)\n```"
+    row = make_row(tiny_tokenizer, slow, names.DS_LCB_V6, one_test)
+
+    async def behind_a_full_pool():
+        others = [asyncio.ensure_future(pool.arun("import time; time.sleep(6.5)", timeout_s=10)) for _ in range(2)]
+        while not pool._sem.locked():
+            await asyncio.sleep(0.01)
+        out = await manager.run_single(row)
+        await asyncio.gather(*others)
+        return out
+
+    info = asyncio.run(behind_a_full_pool())["reward_extra_info"]
+    assert info["acc"] is True and info[names.FIELD_GRADER_TIMEOUT] is False
+    assert info["grade_s"] > 6.0 and info["sandbox_queue_s"] > 0.0  # over the budget on the wall clock: the queue
+    assert info["grade_s"] - info["sandbox_queue_s"] < 6.0
+    assert reward_metrics([names.DS_LCB_V6], {"sandbox_queue_s": [info["sandbox_queue_s"]]})[
+        "reward/sandbox_queue_wait_s/max"
+    ] == pytest.approx(info["sandbox_queue_s"])
