@@ -30,6 +30,60 @@ class Row(NamedTuple):
     why: str  # "" = no deviation
 
 
+# The last behaviours of the released stack, each a compat switch (issue 28): "resolved:<name>" = the value
+# agentrl.compat gives it in the paper-run config; the "why" names our config key. "eval:compat" = EvalConfig's default.
+LOOP_050 = "verl/experimental/agent_loop/tool_agent_loop.py"  # the verl 0.5 Open-AgentRL vendored
+BEHAVIOUR_ROWS = (
+    Row(
+        "resolved:tool_turn_newline",
+        "–",
+        "no `\\n` after the generated `im_end` token before a tool turn (the turn's own render appended)",
+        f"{LOOP_050}:193",
+        False,
+        "agentrl.agent_loop.tool_turn_newline; _fixed: verl 0.9.1's mask-0 `\\n` (the ids equal the template's)",
+    ),
+    Row(
+        "resolved:error_text",
+        "–",
+        "`Error when executing tool: 'python'` (unknown tool), `… 'code'` (no code), `\"\"` (empty code)",
+        f"{LOOP_050}:239",
+        "released",
+        "agentrl.agent_loop.error_text + the tool's error_text; _fixed: explain",
+    ),
+    Row(
+        "resolved:large_output",
+        "–",
+        "a stream over 196,608 bytes: SandboxFusion's timeout (runners/base.py:85), `no stdout here`",
+        "verl/tools/sandbox_fusion_tools.py:184",
+        "timeout",
+        "the tool's large_output; _fixed: keep (verl cuts it to 256 characters)",
+    ),
+    Row(
+        "resolved:prompt_filter_counts_tools",
+        "–",
+        "the prompt alone (no filter; over 2560 raised, rl_dataset.py:316)",
+        "recipe/demystify/reward.py:77",
+        False,
+        "data.agentrl.prompt_filter_counts_tools; a prompt over only with the tools stops the load; _fixed: verl's",
+    ),
+    Row(
+        "resolved:token_mean_scope",
+        "token-level",
+        "per micro-batch, × its sequences / the mini-batch's",
+        "verl/workers/actor/dp_actor.py:426",
+        "micro_batch",
+        "actor_rollout_ref.actor.policy_loss.token_mean_scope (micro-batches: verl 0.9.1's); _fixed: mini_batch",
+    ),
+    Row(
+        "eval:compat",
+        "–",
+        "eval = validation on the training stack: the released tool behaviour",
+        "recipe/demystify/eval/eval_qwen3_4b_aime_gpqa.sh:122",
+        "open_agentrl",
+        "`agentrl-recipe eval run --compat` (EvalConfig.compat), printed in table.md; agentrl: our fixes",
+    ),
+)
+
 ROWS: tuple[Row, ...] = (
     Row("algorithm.adv_estimator", "GRPO", "grpo", SCRIPT, "agentrl_grpo", "verl's grpo + masks (all off: equal)"),
     Row("algorithm.norm_adv_by_std_in_grpo", "yes", "True (default)", SCRIPT, True, ""),
@@ -39,7 +93,7 @@ ROWS: tuple[Row, ...] = (
         "token-mean",
         SCRIPT,
         "token-mean",
-        "verl 0.9.1 divides by the mini-batch's tokens; verl 0.5 by each micro-batch's",
+        "verl 0.5's scope (each micro-batch's tokens): resolved:token_mean_scope",
     ),
     Row("actor_rollout_ref.actor.clip_ratio_low", "0.2", "0.2", SCRIPT, 0.2, ""),
     Row(
@@ -108,6 +162,7 @@ ROWS: tuple[Row, ...] = (
         "no_stdout",
         "_fixed: explain",
     ),
+    *BEHAVIOUR_ROWS,
     Row(
         "reward.reward_kwargs.grader_timeout_s",
         "–",

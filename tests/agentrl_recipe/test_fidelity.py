@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from verl.utils.config import omega_conf_to_dataclass
 
 from agentrl_recipe import compat, fidelity
 from agentrl_recipe.agent_loop.settings import AgentLoopSettings
+from agentrl_recipe.algos.losses import token_mean_scope
 from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.eval.protocol import EvalConfig
 from agentrl_recipe.rewards import hack_patterns
 from agentrl_recipe.rewards.manager import RewardKwargs
+from agentrl_recipe.rl_dataset import DatasetSettings
 from data_prep import rl_released
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,8 +48,14 @@ def resolved(cfg, name: str):
         return templating(cfg)
     if name.startswith("ground_truth:"):  # a quirk of the published ground truth: graded per ground_truth_form
         return RewardKwargs.from_trainer_config(cfg).ground_truth_form
-    if name == "malformed_call_feedback":
-        return AgentLoopSettings.from_trainer_config(cfg).malformed_call_feedback
+    if name in ("malformed_call_feedback", "tool_turn_newline", "error_text"):
+        return getattr(AgentLoopSettings.from_trainer_config(cfg), name)
+    if name == "large_output":  # the tool YAML leaves it null: the trainer's compat decides
+        return compat.default(name, None, compat.mode_of(cfg))
+    if name == "prompt_filter_counts_tools":
+        return DatasetSettings.from_data_config(cfg.data).prompt_filter_counts_tools
+    if name == "token_mean_scope":  # the actor config verl builds (the loss's _target_ dataclass)
+        return token_mean_scope(omega_conf_to_dataclass(cfg.actor_rollout_ref.actor))
     if name.startswith("released_grader:"):  # a hack of the released code grader: live iff it grades
         return RewardKwargs.from_trainer_config(cfg).code_rules
     if name in ("auto_print", "failure_reply"):  # the tool YAML leaves them null: the trainer's compat decides
@@ -61,6 +71,8 @@ def test_every_row_matches_the_composed_paper_config(paper_cfg, row) -> None:
         actual = resolved(paper_cfg, row.key)
     elif row.key.startswith("data:"):
         actual = resolved(paper_cfg, row.key.removeprefix("data:"))
+    elif row.key.startswith("eval:"):  # the eval harness's default (it composes agentrl_rl with it)
+        actual = getattr(EvalConfig(model="-", data=["-"], out_dir="-"), row.key.removeprefix("eval:"))
     else:
         actual = OmegaConf.select(paper_cfg, row.key, throw_on_missing=True)
     assert actual == row.ours, f"{row.key}: config has {actual!r}, the fidelity table says {row.ours!r}"
@@ -72,6 +84,28 @@ def test_fixed_sibling_differs_only_in_compat() -> None:
     assert RewardKwargs.from_trainer_config(fixed).tool_bonus == "paper"
     assert AgentLoopSettings.from_trainer_config(fixed).malformed_call_feedback is True
     assert RewardKwargs.from_trainer_config(fixed).code_rules == "lcb"  # none of the released grader's hacks
+    expected = {"tool_turn_newline": True, "error_text": "explain", "large_output": "keep"}
+    expected |= {"prompt_filter_counts_tools": True, "token_mean_scope": "mini_batch"}
+    assert {name: resolved(fixed, name) for name in expected} == expected
+
+
+def test_behaviour_rows_name_the_released_file_and_line_and_our_key() -> None:
+    """Issue 28 items 4-5: the last released behaviours and eval, each with file:line and the config key we read."""
+    keys = [row.key.split(":", 1)[1] for row in fidelity.BEHAVIOUR_ROWS]
+    assert keys == ["tool_turn_newline", "error_text", "large_output", "prompt_filter_counts_tools"] + [
+        "token_mean_scope",
+        "compat",
+    ]
+    for row in fidelity.BEHAVIOUR_ROWS:
+        assert re.fullmatch(r"(recipe|verl)/[\w/.-]+\.(py|sh):[1-9]\d*", row.source), row.source
+        assert row in fidelity.ROWS
+    named = {row.key: row.why for row in fidelity.BEHAVIOUR_ROWS}
+    assert named["resolved:tool_turn_newline"].startswith("agentrl.agent_loop.tool_turn_newline;")
+    assert named["resolved:error_text"].startswith("agentrl.agent_loop.error_text + the tool's error_text;")
+    assert named["resolved:large_output"].startswith("the tool's large_output;")
+    assert named["resolved:prompt_filter_counts_tools"].startswith("data.agentrl.prompt_filter_counts_tools;")
+    assert named["resolved:token_mean_scope"].startswith("actor_rollout_ref.actor.policy_loss.token_mean_scope")
+    assert "--compat" in named["eval:compat"]
 
 
 def test_data_rows_name_the_released_file_and_line() -> None:

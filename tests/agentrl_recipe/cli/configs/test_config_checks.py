@@ -303,7 +303,7 @@ def test_rl_token_budget_and_reward_kwargs() -> None:
 
 
 def test_an_unregistered_estimator_and_a_missing_file_are_errors() -> None:
-    report = rl("algorithm.adv_estimator=agentrl_nope", "+data.custom_cls.path=/nonexistent/x.py")
+    report = rl("algorithm.adv_estimator=agentrl_nope", "data.custom_cls.path=/nonexistent/x.py")
     assert "algorithm.adv_estimator" in keys(report) and "data.custom_cls.path" in keys(report)
 
 
