@@ -10,8 +10,8 @@ What exists (checked 2026-12 against the projects' release notes; see docs/clust
   PyTorch's cu129 index; vLLM's ``+cu129`` wheel from its v0.30.0 GitHub release (vLLM publishes cu130 on PyPI and
   cu129 as a release asset, nothing older); cupy-cuda12x. Runs on any CUDA 12 driver >= 525.60.13 through CUDA
   minor-version compatibility (natively from 575.51.03).
-- **12.8, 12.6** — no such build of the pair: PyTorch 2.13 ships CUDA 12.6, 13.0 and 13.2 (12.8 was dropped in 2.12)
-  and vLLM 0.30.0 has no cu128 or cu126 wheel. These names select the 12.9 builds, which a 12.8 (R570) or 12.6
+- **12.8, 12.6** — no such build of the pair: PyTorch dropped CUDA 12.8 builds in 2.12 (2.13 has 12.6, 12.9, 13.0,
+  13.2) and vLLM 0.30.0 has no cu128 or cu126 wheel. These names select the 12.9 builds, which a 12.8 (R570) or 12.6
   driver runs through minor-version compatibility; the install says so.
 """
 
