@@ -27,7 +27,8 @@ install: system-deps venv sandbox-env  ## everything: system packages, .venv, th
 venv: $(STAMP)  ## .venv with the package and its test extra only (no apt, no sandbox): what sft/rl/preflight need
 
 # The sandbox's own pinned packages (numpy, scipy, sympy, pandas, …) for Debian's /usr/bin/python3, whatever Python
-# .venv runs: agentrl_sandbox/runtime_requirements.txt → .venv/agentrl-sandbox (instant when up to date).
+# .venv runs: agentrl_sandbox/runtime_requirements.txt → .venv/agentrl-sandbox/sandboxfusion (instant when up to date);
+# AGENTRL_SANDBOX_RUNTIME=modern builds runtime_requirements_modern.txt → .venv/agentrl-sandbox/modern instead.
 sandbox-env: system-deps venv  ## build the sandbox's Python packages (local backend)
 	$(PY) -m agentrl_sandbox.runtime_env build
 

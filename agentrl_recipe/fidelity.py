@@ -247,6 +247,21 @@ DATA_ROWS = (
 )
 ROWS = ROWS + DATA_ROWS
 
+# What model-written code imports, in the tool and the code reward alike (issue 28): the released run's sandbox was
+# SandboxFusion, whose Python runtime pins these versions; ours is agentrl_sandbox/runtime_requirements.txt.
+RUNTIME_ROWS = (
+    Row(
+        "agentrl.sandbox.runtime",
+        "–",
+        "SandboxFusion's Python 3.10: numpy 1.26.3, pandas 2.2.0, scipy 1.11.4, sympy 1.14.0, matplotlib, statsmodels, "
+        "cvxpy, pulp, numba, xgboost",
+        "bytedance/SandboxFusion runtime/python/requirements.txt:72",
+        "sandboxfusion",
+        "faithful pins on Debian 12's Python 3.11 (3.13: numpy 2.1; preflight warns); modern: numpy 2.3.5",
+    ),
+)
+ROWS = ROWS + RUNTIME_ROWS
+
 
 def render() -> str:
     """The README's table (markdown)."""

@@ -17,7 +17,7 @@ import dataclasses
 import time
 from typing import Any
 
-from agentrl_sandbox.config import SandboxConfig
+from agentrl_sandbox.config import DEFAULT_RUNTIME, SandboxConfig
 from agentrl_sandbox.process_wide import ProcessWide
 from agentrl_sandbox.types import STATUSES, ExecResult, Sandbox, SandboxError, Status
 
@@ -89,22 +89,27 @@ def health_code(imports: list[str]) -> str:
     )
 
 
-def health_imports(backend: str) -> list[str]:
-    """What the health check imports: the sandbox runtime's packages (SandboxFusion offers them too); the debug-only
+def health_imports(backend: str, runtime: str = DEFAULT_RUNTIME) -> list[str]:
+    """What the health check imports: the local runtime's packages (``runtime``'s, preloaded or not); a server's
+    (``sandbox_fusion``: SandboxFusion or ``sandbox serve``, whatever its runtime) the preloaded ones; the debug-only
     subprocess backend runs the venv's interpreter, which has numpy and sympy only."""
     # Imported here, not at the top: `python -m agentrl_sandbox.runtime_env` (make sandbox-env) must
     # not find its module already imported by this package (runpy warns of unpredictable behaviour).
-    from agentrl_sandbox.runtime_env import IMPORTS
+    from agentrl_sandbox.runtime_env import IMPORTS, runtime_imports
 
-    return ["numpy", "sympy"] if backend == "subprocess" else list(IMPORTS.values())
+    if backend == "subprocess":
+        return ["numpy", "sympy"]
+    return list((runtime_imports(runtime) if backend == "local" else IMPORTS).values())
 
 
 def health_check(cfg: SandboxConfig | None = None, timeout_s: float | None = None) -> dict[str, Any]:
     """Import the runtime's packages (numpy, scipy, sympy, pandas, …) in the configured sandbox with its real limits;
     report {backend, ok, latency_s, error, imports, ...} for ``doctor`` and ``preflight``."""
     cfg = SandboxConfig().with_env_overrides() if cfg is None else cfg
-    imports = health_imports(cfg.backend)
+    imports = health_imports(cfg.backend, cfg.runtime)
     report: dict[str, Any] = {"backend": cfg.backend, "ok": False, "latency_s": None, "error": None, "imports": imports}
+    if cfg.backend == "local":
+        report["runtime"] = cfg.runtime
     if cfg.backend == "sandbox_fusion":
         report["url"] = cfg.url
     start = time.monotonic()

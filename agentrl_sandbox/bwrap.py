@@ -47,9 +47,9 @@ DEV_NODES = ("null", "zero", "full", "random", "urandom")
 FIX = "run `make install` (installs bubblewrap via apt-get) or `apt-get install -y bubblewrap`"
 
 
-def site_dirs() -> list[str]:
-    """The sandbox runtime's site-packages (bound read-only); SandboxError naming `make install` when unusable."""
-    return [str(runtime_env.load(python=SANDBOX_PYTHON).site_dir)]
+def site_dirs(runtime: str = runtime_env.DEFAULT_RUNTIME) -> list[str]:
+    """The sandbox runtime's site-packages (bound read-only); SandboxError naming its build when unusable."""
+    return [str(runtime_env.load(runtime, python=SANDBOX_PYTHON).site_dir)]
 
 
 def host_ids() -> tuple[int | None, int | None]:
@@ -130,7 +130,7 @@ class BwrapCommand:
     def _bind_site_dirs(self) -> tuple[list[str], list[str]]:
         """The sandbox runtime's site dirs, read-only under /opt/site<i>: (bwrap arguments, the paths inside)."""
         argv, inner_sites = [], []
-        for i, d in enumerate(site_dirs()):
+        for i, d in enumerate(site_dirs(self.cfg.runtime)):
             # An O_PATH fd opened here binds the directory even when the sandbox uid cannot traverse its parents
             # (e.g. a venv under root's 0700 home).
             fd = os.open(d, os.O_PATH | os.O_DIRECTORY)

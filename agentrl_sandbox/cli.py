@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_sandbox import SandboxError, get_sandbox, health_check
-from agentrl_sandbox.config import ENV_SANDBOX_TOKEN, SandboxConfig
+from agentrl_sandbox.config import DEFAULT_RUNTIME, ENV_SANDBOX_RUNTIME, ENV_SANDBOX_TOKEN, RUNTIMES, SandboxConfig
 from agentrl_sandbox.guard import ServerLimits
 from agentrl_sandbox.local import LocalSandbox
 
@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--pool-size", type=int, default=None, help="concurrent runs (default: CPU count)")
     serve.add_argument("--log-level", default="warning")
+    _runtime_arg(serve)
     limits = ServerLimits()
     serve.add_argument("--token-file", help=f"require this shared token (default: ${ENV_SANDBOX_TOKEN}, if set)")
     serve.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes, help="413 above this")
@@ -76,8 +77,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("local", "sandbox_fusion", "subprocess"), default=None)
+    _runtime_arg(p)
     p.add_argument("--url", default=None, help="server(s), comma-separated (default: $AGENTRL_SANDBOX_URL)")
     p.add_argument("--pool-size", type=int, default=None)
+
+
+def _runtime_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=None,
+        help=f"the local sandbox's Python packages (default: ${ENV_SANDBOX_RUNTIME}, else {DEFAULT_RUNTIME})",
+    )
 
 
 def _config(args: argparse.Namespace) -> SandboxConfig:
@@ -89,6 +100,8 @@ def _config(args: argparse.Namespace) -> SandboxConfig:
         changes["backend"] = args.backend
     if getattr(args, "pool_size", None):
         changes["pool_size"] = args.pool_size
+    if getattr(args, "runtime", None):
+        changes["runtime"] = args.runtime
     if getattr(args, "token_file", None):
         changes["token_file"] = args.token_file
     return dataclasses.replace(cfg, **changes)
@@ -118,7 +131,8 @@ def main(args: argparse.Namespace) -> int:
 
         from agentrl_sandbox.server import create_app
 
-        cfg = dataclasses.replace(SandboxConfig(), backend="local", pool_size=args.pool_size)
+        runtime = args.runtime or SandboxConfig().with_env_overrides().runtime
+        cfg = dataclasses.replace(SandboxConfig(), backend="local", pool_size=args.pool_size, runtime=runtime)
         try:
             limits = _server_limits(args)
             sandbox = LocalSandbox(cfg)

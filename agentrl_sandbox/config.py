@@ -17,7 +17,13 @@ ENV_SANDBOX_BACKEND = "AGENTRL_SANDBOX_BACKEND"  # local | sandbox_fusion | subp
 ENV_SANDBOX_TOKEN = "AGENTRL_SANDBOX_TOKEN"  # shared token of `sandbox serve --token-file` (client and server)
 # a file holding that token: the form the launcher ships to Ray workers (a runtime env is printed; the token is not)
 ENV_SANDBOX_TOKEN_FILE = "AGENTRL_SANDBOX_TOKEN_FILE"
-ENV_SANDBOX_RUNTIME = "AGENTRL_SANDBOX_RUNTIME"  # the sandbox's own Python packages (default <venv>/agentrl-sandbox)
+# the sandbox's Python runtime by name (agentrl.sandbox.runtime), and the folder the runtimes are built in
+ENV_SANDBOX_RUNTIME = "AGENTRL_SANDBOX_RUNTIME"
+ENV_SANDBOX_RUNTIME_DIR = "AGENTRL_SANDBOX_RUNTIME_DIR"  # default <venv>/agentrl-sandbox; one subfolder each
+# sandboxfusion: SandboxFusion's Python packages (numpy 1.26.3, ...), what the paper's model was trained against;
+# modern: the same packages at current versions (numpy 2). agentrl_sandbox/runtime_requirements*.txt.
+RUNTIMES = ("sandboxfusion", "modern")
+DEFAULT_RUNTIME = "sandboxfusion"
 ENV_SANDBOX_POOL_SIZE = "AGENTRL_SANDBOX_POOL_SIZE"  # pool_size, shipped to every worker by the recipe's launcher
 ENV_SANDBOX_PROCESSES_PER_NODE = "AGENTRL_SANDBOX_PROCESSES_PER_NODE"  # sandbox-using processes per node (pool sizing)
 REDACTED = "***"  # what a config dump, report or log line shows for a token
@@ -41,6 +47,9 @@ class SandboxConfig:
     pool_size: int | None = None
     timeout_s: float = 30.0  # paper/tool: 30 s per call
     memory_mb: int = 2048  # paper/tool: 2 GB
+    # local backend: the sandbox's Python packages (RUNTIMES); env AGENTRL_SANDBOX_RUNTIME overrides. [code]:
+    # SandboxFusion's runtime (numpy 1.26.3, pandas 2.2.0, scipy 1.11.4, ...) = sandboxfusion; modern = numpy 2.
+    runtime: str = DEFAULT_RUNTIME
     max_output_bytes: int = 1 << 20  # stdout/stderr kept per stream; the rest is dropped and status says so
     max_concurrency: int = 64  # in-flight requests per process (client and pool queue)
     retries: int = 3  # sandbox_fusion client: retries on connection errors / 5xx
@@ -62,6 +71,9 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         if isinstance(self.url, list | tuple):  # OmegaConf lists arrive as lists; a tuple keeps the config hashable
             self.url = tuple(str(u) for u in self.url)
+        if self.runtime not in RUNTIMES:
+            moved = f" ({ENV_SANDBOX_RUNTIME_DIR} now holds the folder)" if "/" in str(self.runtime) else ""
+            raise ValueError(f"agentrl.sandbox.runtime must be one of {list(RUNTIMES)}, got {self.runtime!r}{moved}")
         for key in ("health_interval_s", "health_timeout_s", "connect_timeout_s", "read_slack_s"):
             if not float(getattr(self, key)) > 0:
                 raise ValueError(f"agentrl.sandbox.{key} must be > 0, got {getattr(self, key)!r}")
@@ -100,8 +112,15 @@ class SandboxConfig:
         token = os.environ.get(ENV_SANDBOX_TOKEN) or self.token
         token_file = os.environ.get(ENV_SANDBOX_TOKEN_FILE) or self.token_file
         pool_size = int(os.environ.get(ENV_SANDBOX_POOL_SIZE) or 0) or self.pool_size
+        runtime = os.environ.get(ENV_SANDBOX_RUNTIME) or self.runtime
         return dataclasses.replace(
-            self, url=env_url or self.url, backend=backend, token=token, token_file=token_file, pool_size=pool_size
+            self,
+            url=env_url or self.url,
+            backend=backend,
+            token=token,
+            token_file=token_file,
+            pool_size=pool_size,
+            runtime=runtime,
         )
 
 

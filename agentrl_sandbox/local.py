@@ -117,7 +117,7 @@ class LocalSandbox(Sandbox):
             failed = "; ".join(f"{name}: {error}" for name, error in ready["preload_failed"].items())
             raise SandboxError(
                 f"the sandbox's Python ({SANDBOX_PYTHON} {ready.get('python')}) cannot import {failed}; "
-                f"{runtime_env.FIX}"
+                f"{runtime_env.fix(self.cfg.runtime)}"
             )
         self._info = {"python": ready.get("python"), "preloaded": ready.get("preloaded", [])}
         self._router = Router(ready.get("heavy_modules", ()))

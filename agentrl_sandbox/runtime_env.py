@@ -1,44 +1,68 @@
-"""The sandbox's own Python environment: what model-written code may import, independent of the training venv.
+"""The sandbox's own Python environments: what model-written code may import, independent of the training venv.
 
 The local backend runs Debian's ``/usr/bin/python3`` (under ``/usr``, so the sandbox uid can read it; a pyenv/conda
 interpreter under a 0700 home cannot be bound). Its packages must be built for *that* interpreter's version, not the
 venv's: a 3.12 venv's numpy does not import in a 3.11 interpreter. So ``make install`` runs
-``python -m agentrl_sandbox.runtime_env build``, which pip-installs the pinned wheels of
-``runtime_requirements.txt`` for the interpreter's version into ``<venv>/agentrl-sandbox/site-packages``
-(``AGENTRL_SANDBOX_RUNTIME`` moves it), byte-compiles them with that interpreter and writes ``manifest.json`` last.
-The build is idempotent (instant when the manifest matches) and atomic (a half-built tree is never used).
+``python -m agentrl_sandbox.runtime_env build``, which pip-installs the pinned wheels of the chosen runtime's
+requirements file for the interpreter's version into ``<venv>/agentrl-sandbox/<runtime>/site-packages``
+(``AGENTRL_SANDBOX_RUNTIME_DIR`` moves ``<venv>/agentrl-sandbox``), checks that the pins are closed under their own
+requirements, byte-compiles them with that interpreter and writes ``manifest.json`` last. The build is idempotent
+(instant when the manifest matches) and atomic (a half-built tree is never used).
 
-:func:`load` is what the backend calls: it refuses, naming ``make install``, when the environment is missing, was
-built for another Python version, or from other pins.
+Two runtimes (``agentrl.sandbox.runtime``, env ``AGENTRL_SANDBOX_RUNTIME``):
 
-Package choice (SandboxFusion's Python runtime, which the paper's model was trained against): numpy, scipy, sympy,
-pandas, networkx, scikit-learn, gmpy2 (+ mpmath). SandboxFusion gets sympy and networkx through torch. Left out:
-torch/tensorflow/xgboost/lightgbm/catboost (GBs, GPU-oriented, not math/code-contest material), matplotlib/seaborn/
-plotly (plots have nowhere to go; ~60 MB with pillow/fonttools), web/database/GUI/cloud clients (Flask, Django, redis,
-PyQt5, docker: no network in the sandbox), rdkit/pyscf/opencv/statsmodels/cvxpy and other domain libraries (large,
-rare in math/code problems). The installed tree is ~470 MB.
+- ``sandboxfusion`` (default, the released behaviour): SandboxFusion's Python runtime, which the paper's model was
+  trained against — numpy 1.26.3, pandas 2.2.0, scipy 1.11.4, sympy 1.14.0, scikit-learn 1.4.0, gmpy2 2.1.5 and
+  matplotlib, statsmodels, cvxpy, pulp, numba, xgboost (``runtime_requirements.txt``; its header says how every pin
+  was chosen and what falls back on interpreters without wheels). ~1.1 GB installed (xgboost 416 MB).
+- ``modern``: the same math/code packages at current versions (numpy 2.3.5, pandas 3.1.1, scipy 1.17.1;
+  ``runtime_requirements_modern.txt``), ~470 MB. numpy 2 prints ``np.int64(3)`` where numpy 1.26 printed ``3``.
+
+Each line's ``python_version`` marker is evaluated here for the sandbox interpreter's version (pip would evaluate it
+for the venv's), and pip installs exactly those pins (``--no-deps``). :func:`load` is what the backend calls: it
+refuses, naming the build command, when the environment is missing, was built for another Python version, or from
+other pins. :func:`sandboxfusion_gaps` is what ``preflight`` warns with.
+
+Preloaded in the pool's warm interpreters: :data:`IMPORTS` (both runtimes). The ``sandboxfusion`` runtime's
+:data:`EXTRA_IMPORTS` (matplotlib, statsmodels, cvxpy, pulp, numba, xgboost) are imported by the code that uses them,
+as every import was in SandboxFusion (a fresh interpreter per call); the health check imports them all.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentrl_sandbox.config import ENV_SANDBOX_RUNTIME
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from agentrl_sandbox.config import (
+    DEFAULT_RUNTIME,
+    ENV_SANDBOX_RUNTIME,
+    ENV_SANDBOX_RUNTIME_DIR,
+    RUNTIMES,
+    SandboxConfig,
+)
 from agentrl_sandbox.types import SandboxError
 
 INTERPRETER = "/usr/bin/python3"  # Debian's interpreter: under /usr, readable by the sandbox uid
-REQUIREMENTS = Path(__file__).with_name("runtime_requirements.txt")
+HERE = Path(__file__).parent
+REQUIREMENTS = {"sandboxfusion": HERE / "runtime_requirements.txt", "modern": HERE / "runtime_requirements_modern.txt"}
+assert set(REQUIREMENTS) == set(RUNTIMES), "agentrl_sandbox.config.RUNTIMES and runtime_env.REQUIREMENTS disagree"
+SANDBOXFUSION_PYTHON = "3.10"  # SandboxFusion's runtime: conda python=3.10 (runtime/python/install-python-runtime.sh)
 MANIFEST = "manifest.json"
-# distribution -> import name, for the packages model code imports directly (doctor lists them, preflight and the
-# backend's start-up import every one of them inside the sandbox).
+# distribution -> import name, for the packages model code imports directly: preloaded by the pool, listed by doctor,
+# imported inside the sandbox by the health check (preflight's too).
 IMPORTS = {
     "numpy": "numpy",
     "scipy": "scipy",
@@ -49,7 +73,29 @@ IMPORTS = {
     "scikit-learn": "sklearn",
     "gmpy2": "gmpy2",
 }
-FIX = "run `make install` (it builds the sandbox's Python packages)"
+# Imported by the code that uses them (not preloaded: numba and xgboost alone would double a warm interpreter).
+EXTRA_IMPORTS: dict[str, dict[str, str]] = {
+    "sandboxfusion": {
+        "matplotlib": "matplotlib",
+        "statsmodels": "statsmodels",
+        "cvxpy": "cvxpy",
+        "pulp": "pulp",
+        "numba": "numba",
+        "xgboost": "xgboost",
+    },
+    "modern": {},
+}
+_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+
+
+def fix(runtime: str = DEFAULT_RUNTIME) -> str:
+    """The command that builds ``runtime``."""
+    if runtime == DEFAULT_RUNTIME:
+        return "run `make install` (it builds the sandbox's Python packages)"
+    return f"run `{ENV_SANDBOX_RUNTIME}={runtime} make sandbox-env` (it builds the {runtime} runtime's packages)"
+
+
+FIX = fix()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +105,7 @@ class RuntimeEnv:
     root: Path
     python_version: str  # "3.11": the interpreter minor version it was built for
     pins: tuple[str, ...]
+    runtime: str = DEFAULT_RUNTIME
 
     @property
     def site_dir(self) -> Path:
@@ -66,30 +113,65 @@ class RuntimeEnv:
 
     @property
     def imports(self) -> list[str]:
-        return list(IMPORTS.values())
+        return list(runtime_imports(self.runtime).values())
 
     def packages(self) -> dict[str, str]:
-        """distribution -> pinned version, for the packages in :data:`IMPORTS`."""
+        """distribution -> pinned version, for the packages model code imports (:func:`runtime_imports`)."""
         versions = dict(pin.split("==", 1) for pin in self.pins)
-        return {dist: versions[dist] for dist in IMPORTS if dist in versions}
+        return {dist: versions[dist] for dist in runtime_imports(self.runtime) if dist in versions}
 
 
-def default_root() -> Path:
-    """``$AGENTRL_SANDBOX_RUNTIME`` or ``<sys.prefix>/agentrl-sandbox`` (inside the venv)."""
-    return Path(os.environ.get(ENV_SANDBOX_RUNTIME) or Path(sys.prefix) / "agentrl-sandbox")
+def check_runtime(runtime: str) -> str:
+    """``runtime`` if it is one of :data:`RUNTIMES`, else ValueError naming them."""
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown sandbox runtime {runtime!r}; choose from {list(RUNTIMES)}")
+    return runtime
 
 
-def read_pins(path: Path = REQUIREMENTS) -> tuple[str, ...]:
-    """The ``name==version`` lines of the requirements file (comments and blanks skipped); unpinned lines raise."""
+def runtime_imports(runtime: str) -> dict[str, str]:
+    """distribution -> import name of every package ``runtime`` offers model code (preloaded ones first)."""
+    return {**IMPORTS, **EXTRA_IMPORTS[check_runtime(runtime)]}
+
+
+def base_dir() -> Path:
+    """``$AGENTRL_SANDBOX_RUNTIME_DIR`` or ``<sys.prefix>/agentrl-sandbox`` (in the venv): one folder per runtime."""
+    return Path(os.environ.get(ENV_SANDBOX_RUNTIME_DIR) or Path(sys.prefix) / "agentrl-sandbox")
+
+
+def default_root(runtime: str = DEFAULT_RUNTIME) -> Path:
+    """Where ``runtime`` is built: ``<base_dir()>/<runtime>``."""
+    return base_dir() / check_runtime(runtime)
+
+
+def read_pins(path: Path, python_version: str) -> tuple[str, ...]:
+    """The ``name==version`` lines of a requirements file whose ``; marker`` holds for CPython ``python_version``
+    (comments and blanks skipped); an unpinned line raises ValueError naming it."""
+    environment = {"python_version": python_version, "python_full_version": f"{python_version}.0"}
     pins = []
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        if "==" not in line:
-            raise ValueError(f"{path}:{number}: {line!r} is not pinned (name==version)")
-        pins.append(line)
+        requirement, _, marker = (part.strip() for part in line.partition(";"))
+        if not _PIN.match(requirement):
+            raise ValueError(f"{path}:{number}: {line!r} is not pinned (name==version [; marker])")
+        if not marker or Marker(marker).evaluate(environment):
+            pins.append(requirement)
     return tuple(pins)
+
+
+def pins_for(runtime: str, python_version: str) -> tuple[str, ...]:
+    """``runtime``'s pins for CPython ``python_version``; SandboxError when its file does not cover that version."""
+    path = REQUIREMENTS[check_runtime(runtime)]
+    pins = read_pins(path, python_version)
+    pinned = {canonicalize_name(pin.split("==", 1)[0]) for pin in pins}
+    missing = [dist for dist in runtime_imports(runtime) if canonicalize_name(dist) not in pinned]
+    if missing:
+        raise SandboxError(
+            f"the {runtime} sandbox runtime has no pins of {', '.join(missing)} for Python {python_version} "
+            f"({path.name} covers the python_version markers it lists): use a /usr/bin/python3 it covers"
+        )
+    return pins
 
 
 def interpreter_version(python: str = INTERPRETER) -> str:
@@ -107,28 +189,39 @@ def interpreter_version(python: str = INTERPRETER) -> str:
     return out.stdout.strip()
 
 
-def load(root: Path | None = None, python: str = INTERPRETER, pins: Sequence[str] | None = None) -> RuntimeEnv:
-    """The environment at ``root``, checked against ``python``'s version and the pins; SandboxError if unusable."""
-    root = default_root() if root is None else Path(root)
-    wanted = tuple(read_pins() if pins is None else pins)
+def load(
+    runtime: str = DEFAULT_RUNTIME,
+    root: Path | None = None,
+    python: str = INTERPRETER,
+    pins: Sequence[str] | None = None,
+) -> RuntimeEnv:
+    """``runtime``'s environment (at ``root``), checked against ``python``'s version and the pins; SandboxError if
+    unusable."""
+    root = default_root(runtime) if root is None else Path(root)
     path = root / MANIFEST
     if not path.is_file():
-        raise SandboxError(f"the sandbox's Python packages are not installed (no {path}): {FIX}")
+        raise SandboxError(f"the sandbox's {runtime} Python packages are not installed (no {path}): {fix(runtime)}")
     manifest = json.loads(path.read_text())
-    env = RuntimeEnv(root=root, python_version=str(manifest.get("python")), pins=tuple(manifest.get("pins", ())))
+    env = RuntimeEnv(
+        root=root, python_version=str(manifest.get("python")), pins=tuple(manifest.get("pins", ())), runtime=runtime
+    )
     version = interpreter_version(python)
     if env.python_version != version:
         raise SandboxError(
             f"the sandbox's packages at {root} were built for Python {env.python_version} but {python} is {version}: "
-            f"{FIX}"
+            f"{fix(runtime)}"
         )
+    wanted = tuple(pins_for(runtime, version) if pins is None else pins)
     if env.pins != wanted:
-        raise SandboxError(f"the sandbox's packages at {root} do not match runtime_requirements.txt: {FIX}")
+        raise SandboxError(
+            f"the sandbox's packages at {root} do not match {REQUIREMENTS[runtime].name}: {fix(runtime)}"
+        )
     return env
 
 
 def pip_command(target: Path, version: str, pins: Sequence[str], pip: Sequence[str]) -> list[str]:
-    """pip install of binary wheels for CPython ``version`` into ``target`` (no compile: the interpreter does it)."""
+    """pip install of exactly ``pins`` (no dependency resolution: the file pins every transitive package) as binary
+    wheels for CPython ``version`` into ``target`` (no compile: the interpreter does it)."""
     tag = version.replace(".", "")
     return [
         *pip,
@@ -136,6 +229,7 @@ def pip_command(target: Path, version: str, pins: Sequence[str], pip: Sequence[s
         "--quiet",
         "--disable-pip-version-check",
         "--no-compile",
+        "--no-deps",
         "--target",
         str(target),
         "--python-version",
@@ -149,52 +243,121 @@ def pip_command(target: Path, version: str, pins: Sequence[str], pip: Sequence[s
     ]
 
 
+def unmet_requirements(site: Path, python_version: str) -> list[str]:
+    """Requirements of the distributions in ``site`` that nothing in ``site`` satisfies, for CPython
+    ``python_version`` on this machine's platform: what a ``--no-deps`` install of an incomplete pin list lacks."""
+    environment = {"python_version": python_version, "python_full_version": f"{python_version}.0", "extra": ""}
+    dists = list(importlib.metadata.distributions(path=[str(site)]))
+    have = {canonicalize_name(d.metadata["Name"]): d.version for d in dists}
+    unmet = []
+    for dist in dists:
+        for raw in dist.requires or ():
+            requirement = Requirement(raw)
+            if requirement.marker is not None and not requirement.marker.evaluate(environment):
+                continue
+            version = have.get(canonicalize_name(requirement.name))
+            if version is None or not requirement.specifier.contains(version, prereleases=True):
+                unmet.append(f"{dist.metadata['Name']} {dist.version} needs {requirement} (pinned: {version})")
+    return sorted(unmet)
+
+
+def remove_legacy(base: Path) -> None:
+    """Drop the one-runtime layout (``<base>/site-packages`` + ``<base>/manifest.json``) older builds left."""
+    if (base / MANIFEST).is_file():
+        (base / MANIFEST).unlink()
+        shutil.rmtree(base / "site-packages", ignore_errors=True)
+
+
 def build(
+    runtime: str = DEFAULT_RUNTIME,
     root: Path | None = None,
     python: str = INTERPRETER,
     pins: Sequence[str] | None = None,
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
 ) -> tuple[RuntimeEnv, bool]:
-    """Build (or keep) the environment; returns it and whether anything was installed."""
-    root = default_root() if root is None else Path(root)
-    wanted = tuple(read_pins() if pins is None else pins)
+    """Build (or keep) ``runtime``'s environment; returns it and whether anything was installed. SandboxError when
+    the pins are not closed under their requirements (nothing is installed then)."""
+    if root is None:
+        remove_legacy(base_dir())
+    root = default_root(runtime) if root is None else Path(root)
+    version = interpreter_version(python)
+    wanted = tuple(pins_for(runtime, version) if pins is None else pins)
     try:
-        return load(root, python, wanted), False
+        return load(runtime, root, python, wanted), False
     except SandboxError:
         pass
-    version = interpreter_version(python)
     staging = root.with_name(root.name + ".building")
     shutil.rmtree(staging, ignore_errors=True)
     site = staging / "site-packages"
     old_umask = os.umask(0o022)  # the sandbox uid (nobody) must read every file
     try:
         subprocess.run(pip_command(site, version, wanted, pip), check=True)
+        unmet = unmet_requirements(site, version)
+        if unmet:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise SandboxError(f"{REQUIREMENTS[runtime].name} misses requirements of its own pins: {'; '.join(unmet)}")
         # .pyc for the sandbox's own interpreter: the sandbox is read-only, so it could never write them itself.
         subprocess.run([python, "-I", "-m", "compileall", "-q", "-j", "0", str(site)], check=False)
-        manifest = {"python": version, "pins": list(wanted), "interpreter": python}
+        manifest = {"runtime": runtime, "python": version, "pins": list(wanted), "interpreter": python}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     finally:
         os.umask(old_umask)
+    root.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(root, ignore_errors=True)
     os.rename(staging, root)
-    return load(root, python, wanted), True
+    return load(runtime, root, python, wanted), True
+
+
+def sandboxfusion_gaps(runtime: str, python_version: str) -> list[str]:
+    """How ``runtime`` on CPython ``python_version`` differs from SandboxFusion's Python (3.10 with its pins):
+    one entry per difference, [] when the versions match."""
+    reference = dict(pin.split("==", 1) for pin in pins_for("sandboxfusion", SANDBOXFUSION_PYTHON))
+    try:
+        mine = dict(pin.split("==", 1) for pin in pins_for(runtime, python_version))
+    except SandboxError:
+        mine = {}
+    gaps = [] if python_version == SANDBOXFUSION_PYTHON else [f"Python {python_version} (SandboxFusion: 3.10)"]
+    for dist in runtime_imports("sandboxfusion"):
+        if mine.get(dist) != reference[dist]:
+            gaps.append(f"{dist} {mine.get(dist, 'absent')} (SandboxFusion: {reference[dist]})")
+    return gaps
+
+
+def _runtimes(name: str | None) -> list[str]:
+    if name == "all":
+        return list(RUNTIMES)
+    if name is None:  # the config's default with its env override
+        name = SandboxConfig().with_env_overrides().runtime
+    return [check_runtime(name)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agentrl_sandbox.runtime_env", description=__doc__)
     parser.add_argument("action", choices=("build", "show"))
     parser.add_argument(
-        "--root", type=Path, default=None, help="default: $AGENTRL_SANDBOX_RUNTIME or <venv>/agentrl-sandbox"
+        "--runtime",
+        default=None,
+        help=f"{' | '.join(RUNTIMES)} | all (default: ${ENV_SANDBOX_RUNTIME}, else {DEFAULT_RUNTIME})",
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help=f"one runtime's folder (default: ${ENV_SANDBOX_RUNTIME_DIR} or <venv>/agentrl-sandbox, /<runtime>)",
     )
     args = parser.parse_args(argv)
     try:
-        env, built = build(args.root) if args.action == "build" else (load(args.root), False)
-    except (SandboxError, subprocess.CalledProcessError) as exc:
+        for runtime in _runtimes(args.runtime):
+            if args.action == "build":
+                env, built = build(runtime, args.root)
+            else:
+                env, built = load(runtime, args.root), False
+            state = "built" if built else "up to date"
+            packages = " ".join(f"{k}=={v}" for k, v in env.packages().items())
+            print(f"sandbox runtime {runtime} {state}: {env.root} (Python {env.python_version}): {packages}")
+    except (SandboxError, ValueError, subprocess.CalledProcessError) as exc:
         print(f"sandbox runtime: {exc}", file=sys.stderr)
         return 1
-    state = "built" if built else "up to date"
-    packages = " ".join(f"{k}=={v}" for k, v in env.packages().items())
-    print(f"sandbox runtime {state}: {env.root} (Python {env.python_version}): {packages}")
     return 0
 
 

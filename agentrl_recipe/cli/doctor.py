@@ -149,15 +149,26 @@ def _check_tools(problems: list[str]) -> list[dict[str, Any]]:
 
 
 def _sandbox_runtime() -> dict[str, Any]:
-    """The local sandbox's own Python packages (runtime_env): where, for which Python, which pinned versions."""
+    """The local sandbox's Python runtime (runtime_env): which one (agentrl.sandbox.runtime's default or
+    $AGENTRL_SANDBOX_RUNTIME), where, for which Python, which pinned versions, and where they differ from
+    SandboxFusion's."""
     # The sandbox package is imported by the probe only: one that fails to import breaks the probe, not the doctor.
-    from agentrl_sandbox import runtime_env
+    from agentrl_sandbox import SandboxConfig, runtime_env
 
+    name = "?"
     try:
-        env = runtime_env.load()
+        name = SandboxConfig().with_env_overrides().runtime
+        env = runtime_env.load(name)
     except Exception as exc:  # the sandbox check below fails with the same reason when the backend is local
-        return {"ok": False, "root": str(runtime_env.default_root()), "error": str(exc)}
-    return {"ok": True, "root": str(env.root), "python": env.python_version, "packages": env.packages()}
+        return {"ok": False, "runtime": name, "error": str(exc)}
+    return {
+        "ok": True,
+        "runtime": name,
+        "root": str(env.root),
+        "python": env.python_version,
+        "packages": env.packages(),
+        "sandboxfusion_gaps": runtime_env.sandboxfusion_gaps(name, env.python_version),
+    }
 
 
 def _check_sandbox(problems: list[str]) -> dict[str, Any]:
@@ -225,9 +236,12 @@ def _print_human(report: dict[str, Any]) -> None:
     runtime = report.get("sandbox_runtime", {})
     if runtime.get("ok"):
         packages = " ".join(f"{k}=={v}" for k, v in runtime.get("packages", {}).items())
-        print(f"  [ok ] sandbox python    {runtime.get('python')} at {runtime.get('root')}: {packages}")
+        where = f"{runtime.get('runtime')} runtime, Python {runtime.get('python')} at {runtime.get('root')}"
+        print(f"  [ok ] sandbox python    {where}: {packages}")
+        if runtime.get("sandboxfusion_gaps"):
+            print(f"        not SandboxFusion's: {'; '.join(runtime['sandboxfusion_gaps'])}")
     elif runtime:
-        print(f"  [BAD] sandbox python    {runtime.get('error')}")
+        print(f"  [BAD] sandbox python    {runtime.get('runtime')} runtime: {runtime.get('error')}")
     sandbox = report.get("sandbox", {})
     if not sandbox.get("skipped"):
         status = "ok " if sandbox.get("ok") else "BAD"

@@ -16,6 +16,7 @@ from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_POOL_SIZE,
     ENV_SANDBOX_PROCESSES_PER_NODE,
+    ENV_SANDBOX_RUNTIME,
     ENV_SANDBOX_TOKEN_FILE,
     ENV_SANDBOX_URL,
     SandboxConfig,
@@ -69,6 +70,8 @@ def sandbox_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
         env[ENV_SANDBOX_URL] = ",".join(url) if isinstance(url, list | tuple) else str(url)
     if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(ENV_SANDBOX_BACKEND)):
         env[ENV_SANDBOX_BACKEND] = os.environ.get(ENV_SANDBOX_BACKEND) or sandbox["backend"]
+    if os.environ.get(ENV_SANDBOX_RUNTIME):  # agentrl.sandbox.runtime reaches the workers with the config
+        env[ENV_SANDBOX_RUNTIME] = os.environ[ENV_SANDBOX_RUNTIME]
     env.update(sandbox_token_env(sandbox))
     return env
 
@@ -86,6 +89,7 @@ def worker_sandbox_config(cfg: Any, sandbox_url: str | None) -> SandboxConfig:
         url=url or base.url,
         backend=env.get(ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if url else base.backend),
         token_file=env.get(ENV_SANDBOX_TOKEN_FILE) or base.token_file,
+        runtime=env.get(ENV_SANDBOX_RUNTIME) or base.runtime,
     )
 
 

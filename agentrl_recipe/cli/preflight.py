@@ -50,7 +50,8 @@ from agentrl_recipe.cli.configs.files import compose, kind_of_file, locate
 from agentrl_recipe.cli.launch_env import worker_sandbox_config
 from agentrl_recipe.cli.preflight_facts import FLASH_ATTN_MISSING, NodeFacts, gather, model_parameters
 from agentrl_recipe.config import to_plain
-from agentrl_sandbox.config import ENV_SANDBOX_URL
+from agentrl_sandbox import SandboxError, runtime_env
+from agentrl_sandbox.config import ENV_SANDBOX_URL, SandboxConfig
 
 # Minimum Linux driver per CUDA major version (NVIDIA's CUDA compatibility table, minor-version compatibility).
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
@@ -68,9 +69,11 @@ class Result:
     check: str
     ok: bool
     message: str
+    warn: bool = False  # ok, but worth reading (the run starts)
 
     def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.check}: {self.message}"
+        label = "warn" if self.ok and self.warn else ("ok  " if self.ok else "FAIL")
+        return f"{label} {self.check}: {self.message}"
 
 
 # ---------------------------------------------------------------------------------------- what the checks read
@@ -213,6 +216,26 @@ def check_sandbox(facts: NodeFacts) -> Result:
     return Result("sandbox", False, f"{where} backend unusable: {report.get('error')}")
 
 
+def check_runtime(sandbox: SandboxConfig, python_version: str | None) -> Result:
+    """The local sandbox's Python runtime against SandboxFusion's (Python 3.10 with its pins): a warning, never a
+    failure — the run works, but the tool output the policy sees may differ from the paper's (numpy 2's reprs)."""
+    if python_version is None:
+        return Result("runtime", True, f"{sandbox.runtime}: {runtime_env.INTERPRETER} does not run", warn=True)
+    where = f"{sandbox.runtime} runtime on Python {python_version}"
+    gaps = runtime_env.sandboxfusion_gaps(sandbox.runtime, python_version)
+    if not gaps:
+        return Result("runtime", True, f"{where}: SandboxFusion's versions")
+    return Result("runtime", True, f"{where} cannot match SandboxFusion's versions: {'; '.join(gaps)}", warn=True)
+
+
+def _runtime_result(sandbox: SandboxConfig) -> Result:
+    try:
+        version: str | None = runtime_env.interpreter_version()
+    except SandboxError:  # the sandbox check fails with the same reason
+        version = None
+    return check_runtime(sandbox, version)
+
+
 def check_ray_cpus(lay: Layout, facts: NodeFacts) -> Result:
     gpus = lay.nnodes * lay.gpus_per_node
     needed = CPUS_PER_GPU * gpus + (lay.storage_units + 1 if lay.storage_units else 0)
@@ -336,7 +359,10 @@ def run(name: str, overrides: list[str], *, cheap: bool = False, sandbox_url: st
         sandbox_config=sandbox_cfg,
         cheap=cheap,
     )
-    return results + judge(lay, facts, model_parameters(lay.model_path), cheap, sandbox_cfg is not None)
+    results += judge(lay, facts, model_parameters(lay.model_path), cheap, sandbox_cfg is not None)
+    if sandbox_cfg is not None and sandbox_cfg.backend == "local":
+        results.append(_runtime_result(sandbox_cfg))
+    return results
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,6 +18,8 @@ from agentrl_recipe.eval.protocol import EvalConfig
 from agentrl_recipe.rewards import hack_patterns
 from agentrl_recipe.rewards.manager import RewardKwargs
 from agentrl_recipe.rl_dataset import DatasetSettings
+from agentrl_sandbox import runtime_env
+from agentrl_sandbox.config import SandboxConfig
 from data_prep import rl_released
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,3 +141,15 @@ def test_readme_table_is_the_rendering() -> None:
     assert fidelity.README_START in text and fidelity.README_END in text, "README lacks the fidelity table markers"
     body = text.split(fidelity.README_START, 1)[1].split(fidelity.README_END, 1)[0].strip()
     assert body == fidelity.render(), "README's fidelity table is stale: paste agentrl_recipe.fidelity.render()"
+
+
+def test_the_runtime_row_is_the_default_sandbox_and_sandboxfusions_pins() -> None:
+    """Issue 28: the row's versions are the default runtime's pins for SandboxFusion's interpreter."""
+    (row,) = fidelity.RUNTIME_ROWS
+    assert row.ours == SandboxConfig().runtime == "sandboxfusion"
+    pins = dict(pin.split("==") for pin in runtime_env.pins_for("sandboxfusion", runtime_env.SANDBOXFUSION_PYTHON))
+    for dist in ("numpy", "pandas", "scipy", "sympy"):
+        assert f"{dist} {pins[dist]}" in row.released
+    assert f"Python {runtime_env.SANDBOXFUSION_PYTHON}" in row.released
+    assert set(runtime_env.EXTRA_IMPORTS["sandboxfusion"]) <= set(re.findall(r"[a-z]+", row.released))
+    assert re.fullmatch(r"bytedance/SandboxFusion runtime/python/requirements\.txt:[1-9]\d*", row.source)

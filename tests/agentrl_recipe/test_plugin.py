@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentrl_recipe import names
+from agentrl_sandbox import runtime_env
 from verl_cpu import names as cpu_names
 
 ALL = {**names.REGISTERED, **cpu_names.REGISTERED}  # the recipe's plugin and verl_cpu's, both loaded by verl
@@ -152,6 +153,9 @@ def test_doctor_json_reports_versions_and_names(agentrl_cache: Path) -> None:
     assert engine["target"] == "verl_cpu.checkpoint_engine.RayObjectStoreCheckpointEngine"
     assert any(t["class_name"] == names.TOOL_CLASS and t["resolvable"] for t in report["tools"])
     assert report["sandbox"]["ok"] is True
+    runtime = report["sandbox_runtime"]  # the default runtime, its interpreter and the pins it was built from
+    assert (runtime["runtime"], runtime["python"]) == ("sandboxfusion", runtime_env.interpreter_version())
+    assert f"numpy=={runtime['packages']['numpy']}" in runtime_env.pins_for("sandboxfusion", runtime["python"])
     assert "cuda_available" in report["hardware"]
 
 

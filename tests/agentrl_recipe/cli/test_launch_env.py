@@ -13,6 +13,7 @@ from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_POOL_SIZE,
     ENV_SANDBOX_PROCESSES_PER_NODE,
+    ENV_SANDBOX_RUNTIME,
     ENV_SANDBOX_TOKEN,
     ENV_SANDBOX_TOKEN_FILE,
     ENV_SANDBOX_URL,
@@ -103,3 +104,14 @@ def test_the_sandbox_preflight_checks_is_the_one_the_workers_get(monkeypatch: py
     with pytest.raises(ValueError) as refused:
         _checked({"url": "http://cfg:9", "token": "in-config"})
     assert str(refused.value) == TOKEN_IN_CONFIG
+
+
+def test_the_sandbox_runtime_travels_to_every_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """agentrl.sandbox.runtime reaches the workers in the config; AGENTRL_SANDBOX_RUNTIME must travel with them."""
+    monkeypatch.delenv(ENV_SANDBOX_RUNTIME, raising=False)
+    assert ENV_SANDBOX_RUNTIME not in rl_env(cfg(sandbox={"runtime": "modern"}), None)
+    assert worker_sandbox_config(cfg(sandbox={"runtime": "modern"}), None).runtime == "modern"
+    assert worker_sandbox_config(cfg(), None).runtime == "sandboxfusion"
+    monkeypatch.setenv(ENV_SANDBOX_RUNTIME, "modern")
+    assert rl_env(cfg(), None)[ENV_SANDBOX_RUNTIME] == "modern"
+    assert worker_sandbox_config(cfg(sandbox={"runtime": "sandboxfusion"}), None).runtime == "modern"

@@ -20,7 +20,14 @@ from agentrl_recipe.cli import launch, preflight
 from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.cli.launch_env import TOKEN_IN_CONFIG
 from agentrl_recipe.cli.preflight_facts import NodeFacts
-from agentrl_sandbox.config import ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE, ENV_SANDBOX_URL
+from agentrl_sandbox.config import (
+    ENV_SANDBOX_BACKEND,
+    ENV_SANDBOX_RUNTIME,
+    ENV_SANDBOX_TOKEN,
+    ENV_SANDBOX_TOKEN_FILE,
+    ENV_SANDBOX_URL,
+    SandboxConfig,
+)
 
 GIB = 2**30
 PARAMS_4B = 4_000_000_000
@@ -314,3 +321,29 @@ def test_make_preflight_maps_model_and_sandbox_url(monkeypatch) -> None:
     assert cli.main(command[1:]) == 0
     overrides = ["actor_rollout_ref.model.path=/m", "trainer.nnodes=2"]
     assert runs == [("agentrl_rl_qwen3_4b", overrides, {"cheap": False, "sandbox_url": "http://s:1"})]
+
+
+# ---- the sandbox's Python runtime against SandboxFusion's (issue 28) ------------------------------------------------
+def test_the_runtime_check_warns_where_sandboxfusions_versions_cannot_be_matched() -> None:
+    exact = preflight.check_runtime(SandboxConfig(), "3.10")
+    assert (exact.ok, exact.warn, exact.line()) == (
+        True,
+        False,
+        "ok   runtime: sandboxfusion runtime on Python 3.10: SandboxFusion's versions",
+    )
+    debian13 = preflight.check_runtime(SandboxConfig(), "3.13")
+    assert debian13.ok and debian13.line().startswith(
+        "warn runtime: sandboxfusion runtime on Python 3.13 cannot match SandboxFusion's versions: Python 3.13 "
+        "(SandboxFusion: 3.10); numpy 2.1.0 (SandboxFusion: 1.26.3); "
+    )
+    modern = preflight.check_runtime(SandboxConfig(runtime="modern"), "3.11")
+    assert modern.warn and "numpy 2.3.5 (SandboxFusion: 1.26.3)" in modern.message
+
+
+def test_preflight_names_the_runtime_the_workers_will_use(monkeypatch, no_sandbox_env) -> None:
+    _gathered(monkeypatch)
+    monkeypatch.setenv(ENV_SANDBOX_RUNTIME, "modern")
+    results = {r.check: r for r in preflight.run("agentrl_rl", ["trainer.save_freq=-1"], cheap=True)}
+    assert results["runtime"].warn and results["runtime"].message.startswith("modern runtime on Python ")
+    remote = preflight.run("agentrl_rl", ["trainer.save_freq=-1"], cheap=True, sandbox_url="http://node7:8080")
+    assert "runtime" not in {r.check for r in remote}  # a server's runtime is its own
