@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from agentrl_recipe.cli import install_gpu
 from agentrl_recipe.cli.gpu_variants import variants
@@ -168,6 +169,9 @@ def test_a_second_run_with_the_same_stack_installs_nothing(
     assert any("torch==2.13.0+cu129" in c for c in recorded[first + 1 :])
 
 
-def test_torch_check_names_a_cpu_build() -> None:
-    problem = install_gpu.torch_check(variants()["13.0"], on_gpu=False)  # this venv's torch is the CPU build
-    assert problem == "torch reports CUDA None, not 13.0: another torch build was installed"
+def test_torch_check_names_another_build() -> None:
+    other = variants()["12.9" if torch.version.cuda != "12.9" else "13.0"]
+    problem = install_gpu.torch_check(other, on_gpu=False)
+    # this venv's torch: the CPU build (CUDA None) here, on a GPU node the build install-gpu put there
+    expected = f"torch reports CUDA {torch.version.cuda}, not {other.torch_cuda}: another torch build was installed"
+    assert problem == expected
