@@ -72,3 +72,19 @@ async def test_open_agentrl_answers_a_missing_code_argument_as_released(tokenize
     record, client = await run_one(tokenizer, cfg, turns(no_code, ANSWER))
     assert "<tool_response>\nError when executing tool: 'code'\n" in client.calls[1].prompt_text
     assert record.tool_statuses == ["invalid_arguments"]
+
+
+def test_loop_settings_resolve_from_compat_and_explicit_keys_win():
+    from agentrl_recipe.agent_loop.settings import AgentLoopSettings
+
+    def settings(mode: str, **keys) -> tuple:
+        s = AgentLoopSettings.from_trainer_config({"agentrl": {"compat": mode, "agent_loop": keys}})
+        return s.malformed_call_feedback, s.tool_turn_newline, s.error_text
+
+    assert settings("open_agentrl") == (False, False, "released")
+    assert settings("agentrl") == (True, True, "explain")
+    assert settings("open_agentrl", tool_turn_newline=True, error_text="explain") == (False, True, "explain")
+    with pytest.raises(ValueError, match="error_text must be one of"):
+        settings("agentrl", error_text="verbose")
+    with pytest.raises(TypeError, match="tool_turn_newline must be true/false"):
+        settings("agentrl", tool_turn_newline="yes")
