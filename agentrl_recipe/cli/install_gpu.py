@@ -213,18 +213,26 @@ def pip(*args: str) -> list[str]:
     return [sys.executable, "-m", "pip", "install", "--progress-bar", "off", *args]
 
 
+# Run by the venv's python after torch installs: its CUDA build, then CUDA initialised and a tensor on the device. A
+# node whose driver is there but whose GPUs this job was not given (CUDA_VISIBLE_DEVICES) is not a failure.
+TORCH_PROBE = """
+import json, torch
+out = {"cuda": torch.version.cuda}
+if CHECK_GPU:
+    try:
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")
+        out["gpu"] = torch.cuda.get_device_name(0)
+    except Exception as exc:
+        if "no cuda gpus are available" not in str(exc).lower():
+            out["error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
 def torch_check(variant: Variant, on_gpu: bool) -> str | None:
     """Why the installed torch is not ``variant``'s build or cannot use the GPU, or None."""
-    code = (
-        "import json, torch\nout = {'cuda': torch.version.cuda}\n"
-        + (
-            "try:\n    torch.zeros(1, device='cuda'); out['gpu'] = torch.cuda.get_device_name(0)\n"
-            "except Exception as exc:\n    out['error'] = f'{type(exc).__name__}: {exc}'\n"
-            if on_gpu
-            else ""
-        )
-        + "print(json.dumps(out))"
-    )
+    code = f"CHECK_GPU = {on_gpu}\n{TORCH_PROBE}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if done.returncode != 0:
         return f"torch does not import: {(done.stderr.strip().splitlines() or ['?'])[-1]}"

@@ -175,3 +175,36 @@ def test_torch_check_names_another_build() -> None:
     # this venv's torch: the CPU build (CUDA None) here, on a GPU node the build install-gpu put there
     expected = f"torch reports CUDA {torch.version.cuda}, not {other.torch_cuda}: another torch build was installed"
     assert problem == expected
+
+
+def _fake_torch(root: Path, init_error: str | None) -> None:
+    """A ``torch`` package built for CUDA 13.0 whose ``cuda.init`` raises ``init_error`` (None: a working GPU)."""
+    pkg = root / "torch"
+    pkg.mkdir(parents=True)
+    raise_line = f"raise RuntimeError({init_error!r})" if init_error else "pass"
+    (pkg / "__init__.py").write_text(
+        "import types\nversion = types.SimpleNamespace(cuda='13.0')\n"
+        f"def _init():\n    {raise_line}\n"
+        "cuda = types.SimpleNamespace(init=_init, get_device_name=lambda i: 'NVIDIA H200')\n"
+        "def zeros(*a, **k):\n    return None\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("init_error", "expected"),
+    [
+        (None, None),
+        ("No CUDA GPUs are available", None),  # a driver, but no GPU given to this job: not a failure
+        (
+            "The NVIDIA driver on your system is too old (found version 12080).",
+            "torch 2.13.0 (CUDA 13.0) cannot use the GPU: RuntimeError: The NVIDIA driver on your system is too old "
+            "(found version 12080).",
+        ),
+    ],
+)
+def test_torch_check_on_the_gpu(
+    init_error: str | None, expected: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _fake_torch(tmp_path, init_error)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert install_gpu.torch_check(variants()["13.0"], on_gpu=True) == expected
