@@ -289,3 +289,12 @@ def test_url_list_and_env_comma_list(monkeypatch):
     empty = Path(os.devnull)
     with pytest.raises(ValueError, match="empty"):
         SandboxConfig(token_file=str(empty)).resolve_token()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("health_timeout_s", 0.0), ("connect_timeout_s", -1.0), ("read_slack_s", 0.0), ("eject_after_errors", 0)],
+)
+def test_failure_detector_settings_are_checked(key, value):
+    with pytest.raises(ValueError, match=f"agentrl.sandbox.{key} must be"):
+        SandboxConfig(backend="sandbox_fusion", url="http://a:1", **{key: value})
