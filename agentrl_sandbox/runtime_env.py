@@ -14,7 +14,7 @@ Two runtimes (``agentrl.sandbox.runtime``, env ``AGENTRL_SANDBOX_RUNTIME``):
 - ``sandboxfusion`` (default, the released behaviour): SandboxFusion's Python runtime, which the paper's model was
   trained against — numpy 1.26.3, pandas 2.2.0, scipy 1.11.4, sympy 1.14.0, scikit-learn 1.4.0, gmpy2 2.1.5 and
   matplotlib, statsmodels, cvxpy, pulp, numba, xgboost (``runtime_requirements.txt``; its header says how every pin
-  was chosen and what falls back on interpreters without wheels). ~1.1 GB installed (xgboost 416 MB).
+  was chosen and what falls back on interpreters without wheels). ~1.3 GB installed (xgboost 416 MB).
 - ``modern``: the same math/code packages at current versions (numpy 2.3.5, pandas 3.1.1, scipy 1.17.1;
   ``runtime_requirements_modern.txt``), ~470 MB. numpy 2 prints ``np.int64(3)`` where numpy 1.26 printed ``3``.
 
