@@ -9,6 +9,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
+import torch
 from replay_helpers import (
     DAPO,
     MAX_LEN,
@@ -20,6 +21,7 @@ from replay_helpers import (
     step_metrics,
     trainer_config,
 )
+from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from verl.utils.import_utils import load_extern_object
@@ -27,6 +29,7 @@ from verl.utils.import_utils import load_extern_object
 from agentrl_recipe import names
 from agentrl_recipe.algos import sampler
 from agentrl_recipe.algos.infra_guard import InfraGuardConfig
+from agentrl_recipe.algos.masking import MaskConfig
 from agentrl_recipe.algos.sampler import (
     AgentRLReplayBuffer,
     AgentRLReplayBufferAsync,
@@ -320,9 +323,6 @@ def _train_keys(tq) -> set[str]:
 
 def test_verl_rollout_correction_raises_on_a_batch_with_no_loss_token() -> None:
     """Why a fully masked batch must never reach verl: its rollout correction (on in every async preset) raises."""
-    import torch
-    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
-
     log_probs = torch.zeros(2, 3)
     with pytest.raises(ValueError, match="at least one valid token"):
         compute_rollout_correction_and_rejection_mask(
@@ -402,8 +402,6 @@ def test_sync_buffer_replaces_a_fully_masked_batch_with_a_new_generation(tq) -> 
 
 
 def test_the_bound_is_validated() -> None:
-    from agentrl_recipe.algos.masking import MaskConfig
-
     assert MaskConfig().max_fully_masked_batches == 5
     for bad in (-1, True, 1.5):
         with pytest.raises(ValueError, match="max_fully_masked_batches"):
