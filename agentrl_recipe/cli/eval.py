@@ -22,7 +22,13 @@ from agentrl_recipe.eval.compare import compare_reports
 from agentrl_recipe.eval.protocol import BACKENDS, EvalConfig
 from agentrl_recipe.eval.runner import run_eval, write_report
 from agentrl_recipe.eval.table import markdown_table
-from agentrl_recipe.vllm_server import DEFAULT_START_TIMEOUT_S, VllmServer, VllmServerError, VllmServerSpec
+from agentrl_recipe.vllm_server import (
+    DEFAULT_START_TIMEOUT_S,
+    VllmServer,
+    VllmServerError,
+    VllmServerSpec,
+    stop_on_sigterm,
+)
 
 MANAGED_BACKEND = "vllm"  # run's default: a vLLM server started and stopped around the run
 SERVER_LOG = "vllm_server.log"  # in the run folder
@@ -172,7 +178,7 @@ def _run(args: argparse.Namespace) -> dict:
     cfg = config_from_args(args, spec)  # checked before the server's start-up is spent
     print(f"starting vLLM ({spec.build}) for {spec.model} at {spec.url}, max length {spec.max_model_len}; "
           f"log: {spec.log_path}", file=sys.stderr)  # fmt: skip
-    with VllmServer(spec) as server:
+    with stop_on_sigterm(), VllmServer(spec) as server:  # stopped however the run ends
         print(f"vLLM server ready in {server.start_s:.1f} s", file=sys.stderr)
         return run_eval(cfg, show_progress=not args.no_progress)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata as md
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentrl_recipe import vllm_server
-from agentrl_recipe.vllm_server import VllmServer, VllmServerError, VllmServerSpec, group_alive
+from agentrl_recipe.vllm_server import VllmServer, VllmServerError, VllmServerSpec, group_alive, stop_on_sigterm
 
 _FAKE_SERVER = textwrap.dedent(
     """
@@ -142,3 +144,16 @@ def test_healthy_server_then_stop_ends_its_whole_process_group(tmp_path: Path) -
         bystander.kill()
         bystander.wait()
     assert "fake server up" in spec.log_path.read_text()
+
+
+def test_sigterm_inside_stop_on_sigterm_exits_through_the_with_blocks() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    stopped = []
+    with pytest.raises(SystemExit) as exit_, stop_on_sigterm():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at the next bytecode, long before this ends
+        finally:
+            stopped.append(True)  # where VllmServer.__exit__ stops the server
+    assert exit_.value.code == 143 and stopped == [True]
+    assert signal.getsignal(signal.SIGTERM) == before
