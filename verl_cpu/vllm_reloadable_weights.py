@@ -11,7 +11,12 @@ verl's ``process_weights_after_loading`` re-packs from the new values. The cost 
 
 :func:`apply` wraps ``dispatch_cpu_unquantized_gemm`` to force ``remove_weight=False``: at once when the module is
 already imported, else when it is first imported (:mod:`verl_cpu.import_hook`), so it holds in vLLM's worker processes,
-which import verl (and this plugin) before they load the model. Upstream: ``upstream/vllm/`` (``UPSTREAM.md``).
+which import verl (and this plugin) before they load the model.
+
+Not a vLLM bug: vLLM's own reload path (``initialize_layerwise_reload`` / ``finalize_layerwise_reload``, behind its
+``reload_weights`` and weight-transfer engines) reloads a packed CPU layer without the second copy; verl 0.9.1 calls
+``model.load_weights`` directly. verl PR #7987 (open) moves verl's sync onto vLLM's reload path; delete this module
+once verl has it (``UPSTREAM.md``).
 """
 
 from __future__ import annotations

@@ -212,9 +212,10 @@ def test_importing_a_plugin_module_before_verl_still_registers_everything(first_
     assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(ALL, True), proc.stderr[-3000:]
 
 
-# Every module of ours that a plain `import verl` loads (in the driver and every Ray worker): 35, from 41 before the
-# task table (the code graders, rewards.code.*, now load on the first code row). A module added here is paid for in
-# every worker's start-up: add it on purpose.
+# Every module of ours that a plain `import verl` loads (in the driver and every Ray worker): 42, from 41 before the
+# task table (the code graders, rewards.code.*, now load on the first code row), then 35, then + the grader's
+# budget and ground-truth forms and verl_cpu's five small vLLM fixes (each must act before verl's vLLM modules load).
+# A module added here is paid for in every worker's start-up: add it on purpose.
 LOADED_BY_IMPORT_VERL = {
     "agentrl_recipe", "agentrl_recipe.plugin", "agentrl_recipe.names", "agentrl_recipe.config", "agentrl_recipe.compat",
     "agentrl_recipe.atomic_io", "agentrl_recipe.trace", "agentrl_recipe.sandbox_routes", "agentrl_recipe.tasks",
@@ -222,12 +223,14 @@ LOADED_BY_IMPORT_VERL = {
     "agentrl_recipe.algos", "agentrl_recipe.algos.advantages", "agentrl_recipe.algos.losses",
     "agentrl_recipe.rewards", "agentrl_recipe.rewards.manager", "agentrl_recipe.rewards.reward_kwargs",
     "agentrl_recipe.rewards.scoring", "agentrl_recipe.rewards.shaping", "agentrl_recipe.rewards.isolation",
-    "agentrl_recipe.rewards.hack_patterns",
+    "agentrl_recipe.rewards.hack_patterns", "agentrl_recipe.rewards.grade_budget",
+    "agentrl_recipe.rewards.ground_truth",
     "agentrl_recipe.verl_adapters", "agentrl_recipe.verl_adapters.agent_loop_registry",
     "agentrl_recipe.verl_adapters.metric_aggregation", "agentrl_recipe.verl_adapters.separate_async_logger",
     "agentrl_sandbox", "agentrl_sandbox.config", "agentrl_sandbox.process_wide", "agentrl_sandbox.types",
     "verl_cpu", "verl_cpu.plugin", "verl_cpu.names", "verl_cpu.platform", "verl_cpu.device_module",
-    "verl_cpu.checkpoint_engine", "verl_cpu.rollout_registry",
+    "verl_cpu.checkpoint_engine", "verl_cpu.rollout_registry", "verl_cpu.import_hook", "verl_cpu.skip_hccl_engine",
+    "verl_cpu.vllm_dist_alias", "verl_cpu.vllm_reloadable_weights", "verl_cpu.weight_sender_timeout",
 }  # fmt: skip
 OURS = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep", "verl_configs")
 
