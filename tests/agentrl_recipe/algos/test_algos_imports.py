@@ -17,6 +17,7 @@ ALLOWED = (
     "agentrl_recipe.names",
     "agentrl_recipe.trace",
     "agentrl_recipe.config",
+    "agentrl_recipe.compat",  # a leaf: agentrl.compat's table (the loss's token_mean_scope resolves from it)
     "agentrl_recipe.training_metrics",
 )
 
