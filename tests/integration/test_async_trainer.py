@@ -1,10 +1,11 @@
 """verl's v1 asynchronous trainer on CPU through the launcher: `make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=...`.
 
 colocate_async runs for 3 steps and separate_async (``+recipe/async=separate_async_cpu``: a standalone agentrl_hf
-replica in its own processes, weights sent by the ``agentrl_ray`` checkpoint engine) for 2, each with a trajectory
-mask on; colocate_async also with RoC and the void-turn and infra masks. Every tool call sleeps ``TOOL_SLEEP_S`` in
-the benchmark's long-tail tool (benchmarks/long_tail_tool.py), so weight updates land while trajectories are
-between turns or generating, and the tool records each execution. Everything is asserted from the runs' own outputs:
+replica in its own processes, weights sent by the ``agentrl_ray`` checkpoint engine) for 2; colocate_async with RoC and
+the void-turn and infra masks, all in AgentRLReplayBufferAsync (a mini-batch they take whole is dropped and replaced
+there). Every tool call sleeps ``TOOL_SLEEP_S`` in the benchmark's long-tail tool
+(benchmarks/long_tail_tool.py), so weight updates land while trajectories are between turns or generating, and the
+tool records each execution. Everything is asserted from the runs' own outputs:
 verl's file-logger metrics, its rollout dump, the tool's execution records and the component markers of
 agentrl_recipe/trace.py.
 """
@@ -32,10 +33,14 @@ STEPS = 3
 # 2 s no trajectory spanned two versions (colocate_async 3 steps, separate_async 2: verl's trajectory_spans/max 1).
 TOOL_SLEEP_S = 10.0
 TOOL_YAML = REPO / "verl_configs/tools/code_interpreter.yaml"
-# colocate_async only. When the masks take every trajectory of a sampled batch, verl's rollout correction raises
-# ("response_mask must contain at least one valid token"): separate_async (8-trajectory mini-batches) met it with the
-# overlong mask, colocate_async with RoC and the void-turn and infra masks added. An open product gap (the note).
-OVERLONG_MASK = "agentrl.masks.overlong_filter=true"
+# colocate_async: RoC (keep 2 of rollout.n 4) and the void-turn and infra masks, all through AgentRLReplayBufferAsync.
+# A batch they take whole is dropped and replaced (training/masks/fully_masked_batches; verl's rollout correction raised
+# on it before). Not the overlong mask too: with it the tiny model's batches were ~94 % masked and 6 batches in a row
+# were taken whole (past agentrl.masks.max_fully_masked_batches=5, the run stopped); its ratio is logged either way.
+ROC_AND_MASKS = ("agentrl.roc.enable=true", "agentrl.roc.keep_per_group=2", "agentrl.masks.void_turn=true",
+                 "agentrl.masks.infra_failure=true")  # fmt: skip
+KEEP_PER_GROUP = 2
+COLOCATE_MASKS = ("void_turn", "infra_failure")
 
 
 def _slow_tool_yaml(run: Path) -> Path:
@@ -94,8 +99,10 @@ def _assert_step_counts_are_the_steps(run: Path, mode: str) -> None:
         n = dumped[number]
         masked = step["training/masks/masked_trajectories"]
         assert masked == round(step["training/masks/masked_ratio"] * n), (number, masked, n)
-        if mode == "colocate_async":  # the run with the overlong mask on (its ratio is logged either way)
-            assert masked >= round(step["training/masks/overlong_filter_ratio"] * n)
+        if mode == "colocate_async":  # the run with the masks on (their reasons' ratios are logged either way)
+            # masked = the trajectories any mask on flags: at least each one's count, at most their sum
+            flagged = [round(step[f"training/masks/{reason}_ratio"] * n) for reason in COLOCATE_MASKS]
+            assert max(flagged) <= masked <= sum(flagged), (number, masked, flagged)
         dropped = step.get("training/roc/dropped_trajectories", 0.0)
         assert masked + dropped <= n
         assert step[LOSS_TOKENS_PER_UPDATE] * _updates_per_step(mode) == step["training/masks/loss_tokens_kept"], step
@@ -123,7 +130,7 @@ def _trained_every_step_with_the_async_buffer(run: Path, n_steps: int) -> dict[i
 
 @pytest.fixture(scope="module")
 def colocate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _async_run("colocate_async", STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory, OVERLONG_MASK)
+    return _async_run("colocate_async", STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory, *ROC_AND_MASKS)
 
 
 def test_colocate_async_trains_every_step_with_the_async_buffer(colocate_async_run: Path) -> None:
@@ -158,6 +165,39 @@ def test_colocate_async_step_counts_are_the_steps_totals(colocate_async_run: Pat
 
 def test_colocate_async_runs_each_tool_call_once(colocate_async_run: Path) -> None:
     _assert_each_tool_call_ran_once(colocate_async_run, metrics(colocate_async_run))
+
+
+def _dumped_groups(run: Path) -> dict[int, int]:
+    """Prompt groups trained per step: the distinct uids of the keys ({uid}_{session}_{index}) verl dumped."""
+    groups = {}
+    for path in (run / "rollouts").glob("*.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        groups[int(path.stem)] = len({row["uid"].split("_")[0] for row in rows})
+    return groups
+
+
+def test_roc_and_the_void_turn_and_infra_masks_run_in_the_async_buffer(colocate_async_run: Path) -> None:
+    steps, dumped = metrics(colocate_async_run), _dumped_trajectories(colocate_async_run)
+    groups = _dumped_groups(colocate_async_run)
+    for number, step in steps.items():
+        for key in ("training/roc/dropped_trajectories", "training/masks/void_turn_ratio",
+                    "training/masks/infra_failure_ratio", "training/infra_guard/step_rate",
+                    "training/masks/fully_masked_batches"):  # fmt: skip
+            assert key in step, (key, sorted(step))
+        n, masked = dumped[number], step["training/masks/masked_trajectories"]
+        dropped = step["training/roc/dropped_trajectories"]
+        # RoC keeps at most keep_per_group of what the masks left in each group: the trajectories the loss kept are
+        # at most keep_per_group × the groups verl dumped
+        assert n - masked - dropped <= KEEP_PER_GROUP * groups[number], (number, n, masked, dropped)
+        assert step["training/masks/loss_tokens_kept"] > 0  # a batch the masks took whole never reaches verl
+        # a local sandbox that never failed: no trajectory flagged by the infra mask, and the guard saw none
+        healthy = step["agentrl_tools/infra_failure_frac"] == step["reward/grader_infra_failure_ratio"] == 0
+        assert healthy == (step["training/masks/infra_failure_ratio"] == 0), step
+        assert healthy == (step["training/infra_guard/step_rate"] == 0), step
+        # a dropped batch is a whole mini-batch: train_batch_size prompts × rollout.n
+        assert step["training/masks/fully_masked_trajectories"] == n * step["training/masks/fully_masked_batches"]
+    # the void-turn mask fired (the tiny model often ends a turn with neither a call nor an answer)
+    assert sum(s["training/masks/void_turn_ratio"] for s in steps.values()) > 0
 
 
 def test_rollout_correction_and_the_mask_apply(colocate_async_run: Path) -> None:
