@@ -57,6 +57,19 @@ def host_ids() -> tuple[int | None, int | None]:
     return (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else (None, None)
 
 
+def drop_to_sandbox_user(argv: list[str]) -> list[str]:
+    """``argv`` run as :func:`host_ids` when we are root: through util-linux ``setpriv``, which execs it (bwrap's
+    ``--die-with-parent`` still sees us). Not subprocess's ``user=``/``group=``/``extra_groups=``: uvloop's
+    ``create_subprocess_exec`` (the event loop under verl's agent loop once vLLM brings uvloop) refuses them."""
+    uid, gid = host_ids()
+    if uid is None:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise SandboxError("setpriv (util-linux) is missing: as root the sandbox drops to its own user with it")
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
+
+
 def preflight() -> str:
     """Path of a usable bwrap, or raise SandboxError saying what is missing and how to fix it."""
     bwrap = shutil.which("bwrap")
@@ -114,7 +127,7 @@ class BwrapCommand:
         }
         self.extra_fds = [] if oneshot_fd is None else [oneshot_fd]  # passed to bwrap, owned by the caller
         argv += ["--", SANDBOX_PYTHON, "-I", "-B", f"{SCRIPT_DIR}/{SCRIPTS[0]}", json.dumps(settings)]
-        self.argv = argv
+        self.argv = drop_to_sandbox_user(argv)
 
     def _bind_scripts(self) -> list[str]:
         """The zygote's scripts as read-only memfds: the sandbox sees this package's files, not a path into it."""
@@ -141,11 +154,7 @@ class BwrapCommand:
         return argv, inner_sites
 
     def popen_kwargs(self) -> dict[str, Any]:
-        uid, gid = host_ids()
-        kwargs: dict[str, Any] = {"pass_fds": (*self.fds, *self.extra_fds), "stdin": subprocess.DEVNULL}
-        if uid is not None:
-            kwargs.update(user=uid, group=gid, extra_groups=[])
-        return kwargs
+        return {"pass_fds": (*self.fds, *self.extra_fds), "stdin": subprocess.DEVNULL}
 
     def cleanup(self) -> None:
         for fd in self.fds:
