@@ -194,11 +194,12 @@ class CodeInterpreterTool(BaseTool):
             cell, auto_print=self.auto_print == "expression", history=history.cells if history else None
         )
         queued = time.perf_counter()
-        trace.mark(names.TOOL_NAME, sandbox=type(self.sandbox).__name__)
         async with self._sem, self._global.slot():
             waited = time.perf_counter() - queued
-            try:
-                res = await self.sandbox.arun(
+            try:  # a sandbox that cannot start (its first use builds it) is an infra_error too, never the code's
+                sandbox = self.sandbox
+                trace.mark(names.TOOL_NAME, sandbox=type(sandbox).__name__)
+                res = await sandbox.arun(
                     program, timeout_s=self.settings.timeout_s, memory_mb=self.settings.memory_mb, files=files
                 )
             except Exception as exc:  # start-up failure of the sandbox (fail-closed): report it, do not crash

@@ -15,7 +15,7 @@ from agentrl_recipe import names
 from agentrl_recipe.agent_loop import code_interpreter
 from agentrl_recipe.agent_loop.code_interpreter import CodeInterpreterConfig, CodeInterpreterTool, format_result
 from agentrl_recipe.agent_loop.code_prep import build_run, ends_with_expression, extract_code
-from agentrl_sandbox import ExecResult
+from agentrl_sandbox import ExecResult, SandboxError
 
 YAML = Path(__file__).resolve().parents[3] / "verl_configs" / "tools" / "code_interpreter.yaml"
 
@@ -99,6 +99,20 @@ def test_infra_error_is_reported_as_such(tool, monkeypatch):
             return ExecResult.infra("connection refused")
 
     monkeypatch.setattr(tool, "_sandbox", Down())
+    resp, _, metrics = call(tool, "print(1)")
+    assert metrics["status"] == "infra_error"
+    assert "not an error in the code" in resp.text
+
+
+def test_a_sandbox_that_cannot_start_is_an_infra_error(tool, monkeypatch):
+    """The first call builds the sandbox; when that fails (no bwrap, uvloop refusing a subprocess argument, ...) the
+    call is an infra_error, which the infra mask and the infra guard see, not a tool exception."""
+
+    def cannot_start(cfg):
+        raise SandboxError("local sandbox failed to start: ValueError: unexpected kwargs: user")
+
+    monkeypatch.setattr(code_interpreter, "get_sandbox", cannot_start)
+    monkeypatch.setattr(tool, "_sandbox", None)
     resp, _, metrics = call(tool, "print(1)")
     assert metrics["status"] == "infra_error"
     assert "not an error in the code" in resp.text
