@@ -261,6 +261,7 @@ def measure_pool(args: argparse.Namespace, code: str) -> dict:
     try:
         call = lambda: sb.arun(code)  # noqa: E731
         run_calls(call, 20, 1, "pool warm-up")
+        assert sb._proc is not None  # started by the warm-up
         root = sb._proc.pid  # the pool's bwrap process (benchmark-only peek)
         runs = [run_calls(call, args.sequential_calls, 1, "pool, 1 in flight")]
         runs.append({**bench_spaced(sb, code, args.sequential_calls, args.gap_ms / 1000), "spaced_ms": args.gap_ms})

@@ -5,8 +5,9 @@ from __future__ import annotations
 from benchmarks.sandbox import GOALS, judge, verdict
 
 
-def _run(concurrency: int, calls_per_s: float, errors: int = 0, p50_ms: float = 3.0, **extra: float) -> dict:
-    return {"concurrency": concurrency, "calls_per_s": calls_per_s, "errors": errors, "p50_ms": p50_ms, **extra}
+def _run(concurrency: int, calls_per_s: float, p50_ms: float = 3.0, spaced_ms: float | None = None) -> dict:
+    run = {"concurrency": concurrency, "calls_per_s": calls_per_s, "errors": 0, "p50_ms": p50_ms}
+    return run if spaced_ms is None else {**run, "spaced_ms": spaced_ms}
 
 
 def test_verdict_met_at_and_above_the_goal() -> None:
@@ -26,8 +27,8 @@ def test_verdict_a_failed_call_is_never_met() -> None:
 def test_judge_takes_the_best_concurrent_run_never_the_cpu_bound() -> None:
     # the 1-in-flight and spaced runs are not throughput runs; the CPU-derived upper bound is never read
     bound = {"upper_bound_calls_per_s_2_idle_cores": 900.0}
-    pool = {"runs": [_run(1, 999.0), _run(1, 999.0, spaced_ms=50.0), _run(4, 250.0, **bound), _run(8, 310.0)]}
-    http = {"runs": [_run(1, 999.0), _run(8, 420.0, **bound)]}
+    pool = {"runs": [_run(1, 999.0), _run(1, 999.0, spaced_ms=50.0), {**_run(4, 250.0), **bound}, _run(8, 310.0)]}
+    http = {"runs": [_run(1, 999.0), {**_run(8, 420.0), **bound}]}
     cold = {"runs": [_run(1, 12.0, p50_ms=80.0), _run(4, 20.0)]}
     report = {"workload": "trivial", "pool": pool, "http": http, "cold_bwrap": cold}
     assert GOALS == {"pool": 500.0, "http": 400.0}
