@@ -30,7 +30,7 @@ MODULE = re.compile(rf"(?<![\w./-])(?:pkg://)?((?:{'|'.join(PACKAGES)})(?:\.[A-Z
 # a shortened path (`rewards/code/grade.py`, `recipe/grpo_tcr.yaml`): some repository file must end with it
 SHORT = re.compile(r"(?<![\w./:-])([\w.-]+(?:/[\w.*<>-]+)+\.(?:py|yaml|md|txt|patch|jinja|toml))\b")
 # files of other repositories: the released Open-AgentRL code, verl, SandboxFusion
-EXTERNAL = ("recipe/demystify/", "verl/", "examples/", "sandbox_fusion/")
+EXTERNAL = ("recipe/demystify/", "verl/", "examples/", "sandbox_fusion/", "runtime/python/")  # runtime/: SandboxFusion
 METRICS = ("agentrl_sandbox/server/",)  # step-metric names that start like a folder (agentrl_recipe/sandbox_routes.py)
 
 
