@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+import shlex
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +44,13 @@ def add_rollout_arguments(parser: argparse.ArgumentParser, *, default_n: int) ->
     parser.add_argument("--model", required=True, help="HF model path/id (also the tokenizer of the agent loop)")
     parser.add_argument(
         "--backend",
-        choices=("hf", "openai"),
+        choices=("hf", "openai", "vllm"),
         default="hf",
-        help="hf: in-process transformers (CPU/tests); openai: a vLLM OpenAI-compatible server",
+        help="hf: in-process transformers (CPU/tests); openai: a running vLLM OpenAI-compatible server (--base-url); "
+        "vllm: a vLLM server for --model started for the run and stopped after it (agentrl_recipe.vllm_server)",
     )
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint for --backend openai, e.g. http://node:8000/v1")
+    parser.add_argument("--vllm-args", default="", help="--backend vllm: extra server arguments (they win)")
     parser.add_argument("--served-model-name", help="model name the server expects (default: --model)")
     parser.add_argument("--n", type=int, default=default_n, help=f"rollouts per problem (default {default_n})")
     parser.add_argument("--concurrency", type=int, default=64, help="trajectories in flight at once (default 64)")
@@ -66,7 +70,8 @@ def add_rollout_arguments(parser: argparse.ArgumentParser, *, default_n: int) ->
     parser.add_argument("--out", required=True)
 
 
-def build_client(args: argparse.Namespace, cfg: Any) -> Any:
+def build_client(args: argparse.Namespace, cfg: Any, base_url: str | None = None) -> Any:
+    """The ``--backend`` client; ``base_url`` (the started server's, backend vllm) replaces ``--base-url``."""
     # The generation clients and the rollout stack import torch and verl: only a rollout run pays for them, not the
     # `agentrl-recipe data` parser, which imports this module.
     from verl_cpu.token_output import ContextLimits
@@ -76,16 +81,40 @@ def build_client(args: argparse.Namespace, cfg: Any) -> Any:
         from verl_cpu.hf_client import HFGenerationClient
 
         return HFGenerationClient.from_pretrained(args.model, limits=limits, seed=args.seed)
-    if not args.base_url:
+    base_url = base_url or args.base_url
+    if not base_url:
         raise SystemExit("--backend openai needs --base-url")
     from agentrl_recipe.openai_client import OpenAICompletionsClient
 
     return OpenAICompletionsClient(
-        base_url=args.base_url,
+        base_url=base_url,
         model=args.served_model_name or args.model,
         limits=limits,
         max_concurrency=args.concurrency,
     )
+
+
+@contextlib.contextmanager
+def served(args: argparse.Namespace, cfg: Any) -> Iterator[str | None]:
+    """``--backend vllm``: a vLLM server for ``--model`` with the rollout's max length, for the block (its URL);
+    other backends: None. Its log: ``<out>.vllm_server.log``."""
+    if args.backend != "vllm":
+        yield None
+        return
+    from agentrl_recipe.vllm_server import VllmServer, VllmServerSpec, stop_on_sigterm
+    from verl_cpu.token_output import ContextLimits
+
+    out = Path(args.out)
+    spec = VllmServerSpec(
+        model=args.model,
+        max_model_len=ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout).context_len,
+        served_model_name=args.served_model_name,
+        seed=args.seed,
+        extra_args=tuple(shlex.split(args.vllm_args)),
+        log_path=out.with_name(out.name + ".vllm_server.log"),
+    )
+    with stop_on_sigterm(), VllmServer(spec) as server:
+        yield server.url
 
 
 def compose(args: argparse.Namespace) -> Any:
@@ -120,7 +149,6 @@ def run_problems(
     if not todo:
         return
     cfg = compose(args)
-    client = client if client is not None else build_client(args, cfg)
     per_chunk = max(1, args.concurrency // args.n)
 
     async def go() -> None:
@@ -144,7 +172,10 @@ def run_problems(
                     log.append(summarize(key, row, by_row.get(i, [])))
                 bar.update(len(chunk))
 
-    asyncio.run(go())
+    with served(args, cfg) if client is None else contextlib.nullcontext(None) as url:  # a given client: no server
+        if client is None:
+            client = build_client(args, cfg, url)
+        asyncio.run(go())
 
 
 def progress_log(out: Path, suffix: str) -> JsonlLog:
