@@ -17,7 +17,7 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | ``reward.reward_kwargs.ground_truth_form`` | ``published``: as stored | ``normalized``: rewards/ground_truth.py |
 | ``reward.reward_kwargs.leetcode_tests`` | ``asserts``: LeetCode asserts run | ``call``: the rebuilt mix's conversion |
 | ``agentrl.agent_loop.tool_turn_newline`` | false: ``<|im_end|><|im_start|>user`` | true: verl 0.9.1's ``\\n`` |
-| ``agentrl.agent_loop.error_text`` + tool ``error_text`` | ``released``: ``Error when executing tool: …`` | ``explain`` |
+| ``agentrl.agent_loop.error_text`` + tool ``error_text`` | ``released``: ``Error when executing tool`` | ``explain`` |
 | tool ``large_output`` | ``timeout``: over 196,608 bytes a stream = a timeout | ``keep``: returned (cut by verl) |
 | ``actor_rollout_ref.actor.policy_loss.token_mean_scope`` | ``micro_batch``: × its sequences | ``mini_batch`` (verl) |
 | ``data.agentrl.prompt_filter_counts_tools`` | false: the prompt alone | true: prompt + tool schemas (verl) |
