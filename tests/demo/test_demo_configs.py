@@ -19,6 +19,10 @@ RL_DELTAS = {
     "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.ppo_mini_batch_size",
     "actor_rollout_ref.actor.checkpoint.save_contents", "actor_rollout_ref.rollout.n",
     "reward.reward_kwargs.tool_bonus",
+    # the demo keeps the agentrl_hf rollout (no vLLM start-ups in its 10 minutes): vLLM's CPU settings do not apply
+    "actor_rollout_ref.rollout.name", "actor_rollout_ref.rollout.enable_sleep_mode",
+    "actor_rollout_ref.rollout.enforce_eager", "actor_rollout_ref.rollout.gpu_memory_utilization",
+    "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",
     "trainer.default_local_dir", "trainer.experiment_name", "trainer.save_freq", "trainer.total_epochs",
     "trainer.total_training_steps",
 }  # fmt: skip

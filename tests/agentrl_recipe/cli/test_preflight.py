@@ -313,8 +313,9 @@ def test_make_preflight_maps_model_and_sandbox_url(monkeypatch) -> None:
     root = Path(__file__).resolve().parents[3]
     variables = ["CONFIG=agentrl_rl_qwen3_4b", "MODEL=/m", "SANDBOX_URL=http://s:1", "ARGS=trainer.nnodes=2"]
     out = subprocess.run(
-        ["make", "-n", "preflight", *variables], cwd=root, capture_output=True, text=True, check=True
-    ).stdout
+        ["make", "--no-print-directory", "-n", "preflight", *variables],  # under `make test`: no "make[1]:" lines
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
     command = shlex.split(out.strip().splitlines()[-1])
     assert command[0].endswith("agentrl-recipe")
     runs = _recorded_runs(monkeypatch)
