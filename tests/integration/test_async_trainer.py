@@ -1,7 +1,7 @@
 """verl's v1 asynchronous trainer on CPU through the launcher: `make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=...`.
 
-colocate_async runs for 3 steps and separate_async (``+recipe/async=separate_async_cpu``: a standalone agentrl_hf
-replica in its own processes, weights sent by the ``agentrl_ray`` checkpoint engine) for 2; colocate_async with RoC and
+colocate_async runs for 3 steps and separate_async (``+recipe/async=separate_async_cpu``: a standalone vLLM
+replica in its own processes, weights sent by the ``agentrl_ray`` checkpoint engine) for 3; colocate_async with RoC and
 the void-turn and infra masks, all in AgentRLReplayBufferAsync (a mini-batch they take whole is dropped and replaced
 there). Every tool call sleeps ``TOOL_SLEEP_S`` in the benchmark's long-tail tool
 (benchmarks/long_tail_tool.py), so weight updates land while trajectories are between turns or generating, and the
@@ -53,7 +53,13 @@ def _slow_tool_yaml(run: Path) -> Path:
 
 
 def _async_run(
-    mode: str, steps: int, model: Path, inputs, tmp_path_factory: pytest.TempPathFactory, *extra: str
+    mode: str,
+    steps: int,
+    model: Path,
+    inputs,
+    tmp_path_factory: pytest.TempPathFactory,
+    *extra: str,
+    tool_sleep_s: float = TOOL_SLEEP_S,
 ) -> Path:
     """`make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=<mode>` for ``steps`` steps (``extra``: more overrides)."""
     run = tmp_path_factory.mktemp(f"rl_{mode}")
@@ -67,7 +73,7 @@ def _async_run(
     env = {
         "PYTHONPATH": str(REPO / "benchmarks"),
         "AGENTRL_BENCH_TAIL_EVERY": "1",
-        "AGENTRL_BENCH_TAIL_S": str(TOOL_SLEEP_S),
+        "AGENTRL_BENCH_TAIL_S": str(tool_sleep_s),
         "AGENTRL_BENCH_EXEC_DIR": str(run / "tool_executions"),
     }
     proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900, extra_env=env)
@@ -208,12 +214,19 @@ def test_rollout_correction_and_the_mask_apply(colocate_async_run: Path) -> None
     assert sum(s["training/masks/masked_trajectories"] for s in steps.values()) > 0
 
 
-SEPARATE_STEPS = 2
+# 3 steps, each call 20 s: the standalone vLLM replica generates a batch ahead (staleness 1), so with 2 steps every
+# trajectory was done before the only sync (trajectory_spans/max 1 in a quiet CI run). Batch 3 starts after sync 1
+# and is in its 20 s tool calls while step 2 trains and sync 2 lands: its next turn resumes under the new weights.
+SEPARATE_STEPS = 3
+SEPARATE_TOOL_SLEEP_S = 20.0
 
 
 @pytest.fixture(scope="module")
 def separate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _async_run("separate_async_cpu", SEPARATE_STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory)
+    return _async_run(
+        "separate_async_cpu", SEPARATE_STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory,
+        tool_sleep_s=SEPARATE_TOOL_SLEEP_S,
+    )  # fmt: skip
 
 
 def test_separate_async_trains_every_step_from_a_standalone_replica(separate_async_run: Path) -> None:
