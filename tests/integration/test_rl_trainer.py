@@ -11,6 +11,7 @@ each verl start-up costs minutes of the suite's 20 on 2 cores.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,7 +26,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trainer_helpers import REPO, launch, launch_command, launch_env, metrics, stop_processes_mentioning, tail
+from trainer_helpers import (
+    RAY_PATIENT_HEALTH_CHECKS,
+    REPO,
+    launch,
+    launch_command,
+    launch_env,
+    metrics,
+    stop_processes_mentioning,
+    tail,
+)
 
 from agentrl_recipe import names, trace
 from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
@@ -72,7 +82,7 @@ def two_node_cluster():
     # A short temp dir: Ray's unix sockets live under it, and AF_UNIX paths stop at 107 bytes. Under pytest's basetemp
     # (plus xdist's popen-gwN/) the second node's socket paths ran past that and its `ray start` failed.
     temp = tempfile.mkdtemp(prefix="agentrl-ray-")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **RAY_PATIENT_HEALTH_CHECKS}  # the head's GCS reads them
     ray_bin = str(Path(sys.executable).parent / "ray")
     address = f"127.0.0.1:{_free_port()}"
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
@@ -163,7 +173,8 @@ def _wait_for_step(ckpt: Path, log: Path, step: int, proc: subprocess.Popen, tim
     while time.monotonic() < deadline:
         if tracker.is_file() and tracker.read_text().strip() == str(step) and f"step:{step} - " in log.read_text():
             return
-        assert proc.poll() is None, f"the run ended before its step-{step} checkpoint and log line"
+        ended = f"the run ended before its step-{step} checkpoint and log line:\n"
+        assert proc.poll() is None, ended + log.read_text()[-4000:]
         time.sleep(1)
     raise TimeoutError(f"no step-{step} checkpoint and log line in {timeout:.0f} s")
 
@@ -239,7 +250,9 @@ def killed_and_resumed(
         try:
             _wait_for_step(base / "ckpt", first / "log.txt", 2, proc, timeout=900)
         finally:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the driver, mid-step 3; Ray ends the driver's job
+            # the launcher and the driver, mid-step 3 (Ray ends the driver's job); a run that ended has no group left
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=60)
     resumed = launch(
         "rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, second, *extra), second, timeout=900,

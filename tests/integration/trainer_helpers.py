@@ -19,6 +19,11 @@ def launch_command(stage: str, config: str, args: list[str]) -> list[str]:
     return [sys.executable, "-m", "agentrl_recipe.cli.launch", stage, "--config", config, *args]
 
 
+# Ray's GCS marks a raylet dead after 5 missed health checks (3 s apart, 10 s timeout): on the 2-core CI machine, with
+# the other xdist worker starting vLLM, a just-started raylet missed them and a run died before its first step.
+RAY_PATIENT_HEALTH_CHECKS = {"RAY_health_check_failure_threshold": "20", "RAY_health_check_timeout_ms": "30000"}
+
+
 def launch_env(run_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of one run: its metrics file (verl's file logger) and component markers in ``run_dir``."""
     env = {k: v for k, v in os.environ.items() if k not in ("VERL_PLATFORM", "RAY_ADDRESS")}
@@ -28,6 +33,7 @@ def launch_env(run_dir: Path, extra: dict[str, str] | None = None) -> dict[str, 
             names.ENV_TRACE_DIR: str(run_dir / "trace"),
             "RAY_AUTH_MODE": "disabled",
             "RAY_DEDUP_LOGS": "0",
+            **RAY_PATIENT_HEALTH_CHECKS,
         }
     )
     env.update(extra or {})
