@@ -150,9 +150,9 @@ def test_the_update_is_real_and_the_replica_serves_it(killed_and_resumed: tuple[
     every_step = [*steps.values(), *metrics(resumed).values()]
     assert any(s["actor/grad_norm"] > 0 and s["actor/pg_loss"] != 0 for s in every_step), every_step
     # Step 2 rolled out after step 1's update: verl's vLLM server's sampling probabilities equal the actor's
-    # recomputation only if it serves the updated weights. fp32 on both sides, but vLLM's CPU GEMMs are not torch's:
+    # recomputation only if it serves the updated weights. fp32 on both sides, rounded differently by every kernel:
     # on the SFT model's peaked distributions the floor is a few 1e-6 (CI: step 1, before any update, 6.2e-6 and
-    # step 2 6.0e-6); a server one update behind shows ~1e-3.
+    # step 2 6.0e-6; benchmarks/rollout_probs_floor.py, docs/cpu.md); a server one update behind shows ~1e-3.
     assert steps[2]["training/rollout_probs_diff_max"] < 1e-5, steps[2]["training/rollout_probs_diff_max"]
 
 
