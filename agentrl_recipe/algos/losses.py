@@ -198,10 +198,14 @@ def compute_policy_loss_tcr(
     )
     if loss_agg_mode == "token-mean" and token_mean_scope(config) == "micro_batch":
         pg_loss = pg_loss * micro_batch_scale(response_mask, config.global_batch_info)  # verl logs pg_loss from it
+    denominator = config.global_batch_info.get("batch_num_tokens")
+    if loss_agg_mode == "token-mean" and denominator is not None and float(denominator) == 0:
+        # A mini-batch whose every trajectory is masked: verl's agg_loss divides 0 by 0. Its gradient is zero either
+        # way; the loss is the exact 0 it contributes, not a NaN that turns the step's mean actor/pg_loss into NaN.
+        pg_loss = (log_prob * response_mask).sum()
     metrics.update(clip_branch_metrics(old_log_prob, log_prob, advantages, response_mask, *_clip_bounds(config)))
     # The token-mean denominator verl hands the loss (the mini-batch's unmasked response tokens): trajectory masks
     # shrink it, which is how a masked trajectory leaves the mean rather than diluting it.
-    denominator = config.global_batch_info.get("batch_num_tokens")
     if denominator is not None:
         metrics[LOSS_TOKENS_PER_UPDATE] = float(denominator)
     return pg_loss, metrics

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from agentrl_recipe import names
+from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
 
 EPS_LOW, EPS_HIGH, C = 0.2, 0.28, 10.0
 
@@ -244,6 +245,20 @@ def test_fully_masked_micro_batch_reports_every_key(tcr, actor_config) -> None:
     _, metrics = tcr(old, logp, adv, torch.zeros_like(mask), loss_agg_mode="token-mean", config=config)
     assert metrics["actor/ratio_max"].aggregate() == metrics["actor/ratio_min"].aggregate() == 1.0
     assert metrics["actor/ratio_mean"] == 1.0
+
+
+def test_a_mini_batch_without_loss_tokens_contributes_zero_not_nan(tcr, actor_config) -> None:
+    """Every trajectory of the mini-batch masked (batch_num_tokens 0): verl's agg_loss gives 0/0 = NaN, which made
+    the step's mean actor/pg_loss NaN; the loss is 0 and the gradient 0 on every token."""
+    config = actor_config(clip_ratio_low=EPS_LOW, clip_ratio_high=EPS_HIGH, clip_ratio_c=C)
+    config.global_batch_info.update(dp_size=1, batch_num_tokens=0)
+    old, logp, adv, mask = golden_batch()
+    logp = logp.clone().requires_grad_(True)
+    loss, metrics = tcr(old, logp, adv, torch.zeros_like(mask), loss_agg_mode="token-mean", config=config)
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.count_nonzero(logp.grad) == 0
+    assert metrics[LOSS_TOKENS_PER_UPDATE] == 0.0
 
 
 def test_loss_metrics_survive_verls_reduction_over_mini_batches(actor_config) -> None:
