@@ -52,6 +52,7 @@ import httpx
 from tqdm import tqdm
 
 from agentrl_recipe.atomic_io import atomic_write_text
+from agentrl_recipe.vllm_server import free_port
 from agentrl_sandbox.bench_calls import WORKLOADS, run_calls, summarize
 from agentrl_sandbox.bwrap import REPLY_SLACK_S, BwrapCommand, encode_request, result_from_reply
 from agentrl_sandbox.config import SandboxConfig
@@ -214,17 +215,11 @@ def bench_cold(cfg: SandboxConfig, code: str, calls: int, concurrency: int, desc
     return {**summarize(latencies, wall, statuses), "concurrency": concurrency}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def serve(pool_size: int | None, token_file: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """A real ``agentrl-sandbox serve`` on loopback (token required, as a fleet runs it) until its ``/v1/ping``
     answers; stopped (SIGINT, then SIGKILL) on exit."""
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-m", "agentrl_sandbox.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--token-file", str(token_file)] + (["--pool-size", str(pool_size)] if pool_size else [])
     url = f"http://127.0.0.1:{port}"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from fastapi import FastAPI
 
@@ -92,3 +95,37 @@ def serve(app: FastAPI):
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_sandbox_server(port: int, token_file: Path, log: Path, timeout_s: float) -> subprocess.Popen:
+    """A real ``agentrl-sandbox serve`` (pool size 1, token required) on 127.0.0.1:``port``, in a session of its own
+    and with its output in ``log``, returned once its ``/v1/ping`` answers. One that exits or stays silent for
+    ``timeout_s`` is killed, and the assertion carries its log's tail."""
+    argv = [str(Path(sys.executable).parent / "agentrl-sandbox"), "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--pool-size", "1", "--token-file", str(token_file), "--log-level", "error"]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while not _pings(f"http://127.0.0.1:{port}/v1/ping"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(
+                f"sandbox serve did not answer /v1/ping (exit {proc.returncode}): {log.read_text()[-3000:]}"
+            )
+        time.sleep(0.2)
+    return proc
+
+
+def _pings(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

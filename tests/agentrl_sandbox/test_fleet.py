@@ -1,4 +1,4 @@
-"""A fleet of two real ``agentrl-recipe sandbox serve`` processes on loopback behind one client: calls spread across
+"""A fleet of two real ``agentrl-sandbox serve`` processes on loopback behind one client: calls spread across
 both; one killed or stopped (SIGSTOP) mid-run -> it is taken out and its calls finish on the other within the deadline,
 none lost or duplicated; taken back once it passes the deep health check. In-process servers: one answering 500s is
 taken out after ``eject_after_errors`` in a row (the retries carry the call's idempotency key); one whose deep health
@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sandbox_test_helpers import serve
+from sandbox_test_helpers import free_port, serve, start_sandbox_server
 
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fleet import Detector, Fleet
@@ -28,28 +26,6 @@ from agentrl_sandbox.server import create_app
 from agentrl_sandbox.types import ExecResult, Sandbox
 
 TOKEN = "fleet-test-token"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(port: int, token_file: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "agentrl_recipe.cli", "sandbox", "serve", "--port", str(port)]
-    cmd += ["--pool-size", "1", "--token-file", str(token_file), "--log-level", "error"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"sandbox serve exited: {proc.stderr.read()}"
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/ping", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise AssertionError("sandbox serve did not answer /v1/ping within 90 s")
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -65,12 +41,15 @@ class Servers:
     def __init__(self, token_file: Path) -> None:
         self.token_file = token_file
         self.ports = [free_port(), free_port()]
-        self.procs = [start_server(p, token_file) for p in self.ports]
+        self.procs = [self._start(p) for p in self.ports]
         self.urls = [f"http://127.0.0.1:{p}" for p in self.ports]
 
     def restart(self, i: int) -> None:
         stop(self.procs[i])
-        self.procs[i] = start_server(self.ports[i], self.token_file)
+        self.procs[i] = self._start(self.ports[i])
+
+    def _start(self, port: int) -> subprocess.Popen:
+        return start_sandbox_server(port, self.token_file, self.token_file.with_name(f"serve_{port}.log"), timeout_s=90)
 
     def client(self, **overrides) -> SandboxFusionClient:
         values = {"health_interval_s": 0.2, "max_concurrency": 6, **overrides}

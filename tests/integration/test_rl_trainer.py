@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_test_helpers import free_port, start_sandbox_server
 from trainer_helpers import (
     RAY_PATIENT_HEALTH_CHECKS,
     REPO,
@@ -63,17 +63,11 @@ def _rl_args(model: Path, inputs, run: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _agent_ports() -> list[str]:
     """A node's agents on free ports of their own, not the fixed defaults (the dashboard agent's is 52365): two raylets
     of this test, and other tests' clusters on the other xdist worker, share one machine."""
     agents = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port")
-    return [f"--{name}={_free_port()}" for name in (*agents, "metrics-export-port")]
+    return [f"--{name}={free_port()}" for name in (*agents, "metrics-export-port")]
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +78,10 @@ def two_node_cluster():
     temp = tempfile.mkdtemp(prefix="agentrl-ray-")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", **RAY_PATIENT_HEALTH_CHECKS}  # the head's GCS reads them
     ray_bin = str(Path(sys.executable).parent / "ray")
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     head = [ray_bin, "start", "--head", f"--port={address.split(':')[1]}", "--num-cpus=6", "--num-gpus=0",
-            f"--temp-dir={temp}", "--include-dashboard=false", f"--ray-client-server-port={_free_port()}",
+            f"--temp-dir={temp}", "--include-dashboard=false", f"--ray-client-server-port={free_port()}",
             *common, *_agent_ports()]  # fmt: skip
     # 6 CPUs: the actor bundle (1 logical GPU + 3 CPUs, STRICT_PACK) must fit even when other actors land here.
     worker = [ray_bin, "start", f"--address={address}", "--num-cpus=6", "--num-gpus=1", *common, *_agent_ports()]
@@ -186,32 +180,13 @@ def token_sandbox(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     token_file = where / "token"
     token_file.write_text("s3cret-for-this-run\n")
     token_file.chmod(0o600)
-    port = _free_port()
-    log = open(where / "serve.log", "w")  # noqa: SIM115 (open for the server's lifetime)
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "agentrl-sandbox"), "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--pool-size", "1", "--token-file", str(token_file)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    port = free_port()
+    server = start_sandbox_server(port, token_file, where / "serve.log", timeout_s=120)
     try:
-        deadline = time.monotonic() + 120
-        while not _answers(f"{url}/v1/ping"):
-            assert server.poll() is None and time.monotonic() < deadline, (where / "serve.log").read_text()[-3000:]
-            time.sleep(0.5)
-        yield url, token_file
+        yield f"http://127.0.0.1:{port}", token_file
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
-        log.close()
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5):
-            return True
-    except OSError:
-        return False
 
 
 def _sandbox_metrics(url: str, token_file: Path) -> str:
