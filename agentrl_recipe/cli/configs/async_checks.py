@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from agentrl_recipe.algos.sampler import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
+from agentrl_recipe.cli.configs.files import value_or
 from verl_cpu import names as cpu_names
 
 ASYNC_MODES = ("colocate_async", "separate_async")
@@ -24,25 +23,20 @@ _RC = "algorithm.rollout_correction"
 _ARR = "actor_rollout_ref"
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    value = OmegaConf.select(cfg, key, default=default, throw_on_missing=False)
-    return default if value is None else value
-
-
 def check(cfg: Any) -> tuple[list[Finding], list[Finding]]:
     """Errors and warnings of the trainer mode, the replay buffer it needs and ``algorithm.rollout_correction``."""
     errors: list[Finding] = []
     warnings: list[Finding] = []
-    mode = _get(cfg, f"{_V1}.trainer_mode", "sync")
+    mode = value_or(cfg, f"{_V1}.trainer_mode", "sync")
     errors += _sampler_class(cfg, mode)
     errors += _rollout_correction(cfg)
     if mode not in ASYNC_MODES:
         return errors, warnings
-    if not _get(cfg, "trainer.use_v1", True):
+    if not value_or(cfg, "trainer.use_v1", True):
         errors.append(("trainer.use_v1", f"trainer_mode={mode} exists only in verl's v1 trainer (use_v1=true)"))
     errors += _dynamic_sampling(cfg, mode)
     errors += _staleness(cfg)
-    if _get(cfg, f"{_RC}.rollout_is") is None:
+    if value_or(cfg, f"{_RC}.rollout_is") is None:
         warnings.append(
             (
                 f"{_RC}.rollout_is",
@@ -54,7 +48,7 @@ def check(cfg: Any) -> tuple[list[Finding], list[Finding]]:
     errors += engine_errors
     warnings += engine_warnings
     if mode == "colocate_async":
-        if not _get(cfg, f"{_ARR}.hybrid_engine", True):
+        if not value_or(cfg, f"{_ARR}.hybrid_engine", True):
             errors.append((f"{_ARR}.hybrid_engine", "colocate_async shares the actor's GPUs: it needs true"))
     else:
         separate_errors, separate_warnings = _separate(cfg)
@@ -65,7 +59,7 @@ def check(cfg: Any) -> tuple[list[Finding], list[Finding]]:
 
 def _sampler_class(cfg: Any, mode: str) -> list[Finding]:
     """The plugin's sync buffer in an async mode (or the reverse) runs the wrong sampling policy without a word."""
-    custom = _get(cfg, f"{_V1}.sampler.custom_sampler", {}) or {}
+    custom = value_or(cfg, f"{_V1}.sampler.custom_sampler", {}) or {}
     if custom.get("path") != SAMPLER_PATH or custom.get("name") not in (SYNC_SAMPLER, ASYNC_SAMPLER):
         return []
     expected = ASYNC_SAMPLER if mode in ASYNC_MODES else SYNC_SAMPLER
@@ -81,7 +75,7 @@ def _sampler_class(cfg: Any, mode: str) -> list[Finding]:
 
 
 def _dynamic_sampling(cfg: Any, mode: str) -> list[Finding]:
-    groups = _get(cfg, "algorithm.filter_groups", {}) or {}
+    groups = value_or(cfg, "algorithm.filter_groups", {}) or {}
     if not groups.get("enable", False) or not groups.get("max_num_gen_batches", 0):
         return []
     return [
@@ -96,7 +90,7 @@ def _dynamic_sampling(cfg: Any, mode: str) -> list[Finding]:
 
 def _staleness(cfg: Any) -> list[Finding]:
     sampler = f"{_V1}.sampler"
-    threshold = _get(cfg, f"{sampler}.max_off_policy_threshold")
+    threshold = value_or(cfg, f"{sampler}.max_off_policy_threshold")
     if threshold is None:
         return [
             (
@@ -107,7 +101,7 @@ def _staleness(cfg: Any) -> list[Finding]:
         ]
     if not isinstance(threshold, int) or threshold < 1:
         return [(f"{sampler}.max_off_policy_threshold", f"must be an integer ≥ 1, got {threshold!r}")]
-    strategy = _get(cfg, f"{sampler}.max_off_policy_strategy", "drop")
+    strategy = value_or(cfg, f"{sampler}.max_off_policy_strategy", "drop")
     if strategy not in ("drop", "wait"):
         return [(f"{sampler}.max_off_policy_strategy", f"must be drop or wait, got {strategy!r}")]
     return []
@@ -115,13 +109,13 @@ def _staleness(cfg: Any) -> list[Finding]:
 
 def _rollout_correction(cfg: Any) -> list[Finding]:
     """IS / RS settings that verl's v1 trainer would skip without a word."""
-    rollout_is, rollout_rs = _get(cfg, f"{_RC}.rollout_is"), _get(cfg, f"{_RC}.rollout_rs")
+    rollout_is, rollout_rs = value_or(cfg, f"{_RC}.rollout_is"), value_or(cfg, f"{_RC}.rollout_rs")
     if rollout_is is None and rollout_rs is None:
         return []
     errors: list[Finding] = []
     if rollout_is is not None and rollout_is not in ("token", "sequence"):
         errors.append((f"{_RC}.rollout_is", f"must be token, sequence or null, got {rollout_is!r}"))
-    if not _get(cfg, f"{_ARR}.rollout.calculate_log_probs", False):
+    if not value_or(cfg, f"{_ARR}.rollout.calculate_log_probs", False):
         errors.append(
             (
                 f"{_ARR}.rollout.calculate_log_probs",
@@ -129,7 +123,7 @@ def _rollout_correction(cfg: Any) -> list[Finding]:
                 "rejection sampling silently (trainer_base._compute_advantage)",
             )
         )
-    if _get(cfg, f"{_RC}.bypass_mode", False):
+    if value_or(cfg, f"{_RC}.bypass_mode", False):
         errors.append(
             (
                 f"{_RC}.bypass_mode",
@@ -144,9 +138,9 @@ def _separate(cfg: Any) -> tuple[list[Finding], list[Finding]]:
     """verl's PPOTrainerSeparateAsync.__init__ assertions, checked before the cluster is up."""
     errors: list[Finding] = []
     warnings: list[Finding] = []
-    sync_step = _get(cfg, f"{_V1}.separate_async.parameter_sync_step", 1)
-    batch = _get(cfg, "data.train_batch_size")
-    mini = _get(cfg, f"{_ARR}.actor.ppo_mini_batch_size")
+    sync_step = value_or(cfg, f"{_V1}.separate_async.parameter_sync_step", 1)
+    batch = value_or(cfg, "data.train_batch_size")
+    mini = value_or(cfg, f"{_ARR}.actor.ppo_mini_batch_size")
     if batch is not None and mini is not None and batch != sync_step * mini:
         errors.append(
             (
@@ -156,25 +150,25 @@ def _separate(cfg: Any) -> tuple[list[Finding], list[Finding]]:
             )
         )
     for key in ("nnodes", "n_gpus_per_node"):
-        if not _get(cfg, f"{_ARR}.rollout.{key}", 0):
+        if not value_or(cfg, f"{_ARR}.rollout.{key}", 0):
             errors.append((f"{_ARR}.rollout.{key}", "separate_async needs a standalone rollout pool (> 0)"))
     backend_errors, backend_warnings = _weight_transport(cfg)
     errors += backend_errors + _logical_gpus(cfg)
     warnings += backend_warnings
     switch = f"{_V1}.separate_async.hybrid_rollout.enable_switch"
-    if _get(cfg, switch, False) and not _get(cfg, f"{_ARR}.hybrid_engine", True):
+    if value_or(cfg, switch, False) and not value_or(cfg, f"{_ARR}.hybrid_engine", True):
         warnings.append((switch, "ignored by verl with actor_rollout_ref.hybrid_engine=false (no hybrid replicas)"))
     return errors, warnings
 
 
 def _on_cpu(cfg: Any) -> bool:
-    return _get(cfg, "trainer.device", "cuda") == "cpu"
+    return value_or(cfg, "trainer.device", "cuda") == "cpu"
 
 
 def _weight_transport(cfg: Any) -> tuple[list[Finding], list[Finding]]:
     """The checkpoint engine must reach another process, and exist on this device."""
     key = f"{_ARR}.rollout.checkpoint_engine.backend"
-    backend = _get(cfg, key, "naive")
+    backend = value_or(cfg, key, "naive")
     if backend == "naive":
         return [
             (
@@ -236,7 +230,7 @@ def _cuda_here() -> bool:
 def _checkpoint_engine(cfg: Any) -> tuple[list[Finding], list[Finding]]:
     """An async mode's checkpoint engine must be registered where the run starts. A GPU config checked on a machine
     without CUDA (a laptop, CI) gets a warning: its nodes may have the engine; preflight there refuses it."""
-    backend = str(_get(cfg, ENGINE_KEY, "naive"))
+    backend = str(value_or(cfg, ENGINE_KEY, "naive"))
     if _on_cpu(cfg) and backend not in ("naive", cpu_names.CHECKPOINT_ENGINE):
         return [], []  # a GPU engine on CPU: _weight_transport names the CPU one (cupy would not help)
     problem = checkpoint_engine_problem(backend)
@@ -249,11 +243,11 @@ def _checkpoint_engine(cfg: Any) -> tuple[list[Finding], list[Finding]]:
 
 def _logical_gpus(cfg: Any) -> list[Finding]:
     """On CPU, Ray places the trainer and the standalone pool by logical GPUs: too few and the pool never starts."""
-    have = _get(cfg, "ray_kwargs.ray_init.num_gpus")
+    have = value_or(cfg, "ray_kwargs.ray_init.num_gpus")
     if not _on_cpu(cfg) or have is None:  # None: an existing cluster's own resources (ray.init takes none)
         return []
-    trainer = _get(cfg, "trainer.nnodes", 1) * _get(cfg, "trainer.n_gpus_per_node", 1)
-    rollout = _get(cfg, f"{_ARR}.rollout.nnodes", 0) * _get(cfg, f"{_ARR}.rollout.n_gpus_per_node", 0)
+    trainer = value_or(cfg, "trainer.nnodes", 1) * value_or(cfg, "trainer.n_gpus_per_node", 1)
+    rollout = value_or(cfg, f"{_ARR}.rollout.nnodes", 0) * value_or(cfg, f"{_ARR}.rollout.n_gpus_per_node", 0)
     if have >= trainer + rollout:
         return []
     return [

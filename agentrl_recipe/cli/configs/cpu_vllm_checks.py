@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from agentrl_recipe.cli.configs.files import value_or
 
 Finding = tuple[str, str]
 _ROLLOUT = "actor_rollout_ref.rollout"
@@ -26,13 +26,8 @@ MAX_BUCKET_MB = 256  # above this a CPU sync pins GBs of /dev/shm for a model CP
 MIN_HEAD_DIM = 32  # vLLM's CPU attention backend
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    value = OmegaConf.select(cfg, key, default=default, throw_on_missing=False)
-    return default if value is None else value
-
-
 def applies(cfg: Any) -> bool:
-    return _get(cfg, "trainer.device", "cuda") == "cpu" and _get(cfg, f"{_ROLLOUT}.name") == "vllm"
+    return value_or(cfg, "trainer.device", "cuda") == "cpu" and value_or(cfg, f"{_ROLLOUT}.name") == "vllm"
 
 
 def check(cfg: Any) -> list[Finding]:
@@ -40,13 +35,13 @@ def check(cfg: Any) -> list[Finding]:
     if not applies(cfg):
         return []
     errors: list[Finding] = []
-    if _get(cfg, f"{_ROLLOUT}.enable_sleep_mode", True):
+    if value_or(cfg, f"{_ROLLOUT}.enable_sleep_mode", True):
         errors.append((f"{_ROLLOUT}.enable_sleep_mode", "vLLM has no sleep mode on CPU: set it false"))
     bucket_key = f"{_ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes"
-    bucket = _get(cfg, bucket_key, 2048)
+    bucket = value_or(cfg, bucket_key, 2048)
     if bucket > MAX_BUCKET_MB:
         errors.append((bucket_key, f"{bucket} MB of /dev/shm per weight sync on CPU: use <= {MAX_BUCKET_MB} (64)"))
-    head_dim = model_head_dim(_get(cfg, "actor_rollout_ref.model.path"))
+    head_dim = model_head_dim(value_or(cfg, "actor_rollout_ref.model.path"))
     if head_dim is not None and head_dim < MIN_HEAD_DIM:
         errors.append(("actor_rollout_ref.model.path", f"attention head size {head_dim} < {MIN_HEAD_DIM}, the "
                        "smallest vLLM's CPU attention accepts; use rollout.name=agentrl_hf"))  # fmt: skip

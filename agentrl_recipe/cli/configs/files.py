@@ -130,6 +130,12 @@ def _without_hydra(cfg: Any) -> tuple[Any, dict[str, str]]:
     return cfg, choices
 
 
+def value_or(cfg: Any, key: str, default: Any = None) -> Any:
+    """``key``'s value in a composed config; ``default`` where it is absent, missing (``???``) or null."""
+    value = OmegaConf.select(cfg, key, default=default, throw_on_missing=False)
+    return default if value is None else value
+
+
 def compose(name_or_path: str, overrides: Sequence[str] = ()) -> tuple[Any, dict[str, str]]:
     """Compose a config as verl's entry points would. Returns (config without the hydra node, group choices)."""
     directory, name, _ = locate(name_or_path)
