@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from multiprocessing import shared_memory
 from pathlib import Path
 from types import ModuleType
@@ -91,7 +92,20 @@ def _send(module: ModuleType, zmq_handle: str) -> None:
     asyncio.run(sender.async_send_weights(iter(_weights())))
 
 
+def _close_the_bucket_a_failed_receiver_kept(receiver, exc: BaseException) -> None:
+    """On CPU verl's received tensors are views of the bucket (``.to("cpu")`` copies nothing). A failed callback's
+    frames keep them, so verl's clean-up cannot close the mapping and leaves ``receiver.shm`` set; left to the garbage
+    collector it raises BufferError again, unraisable, in whatever test runs then. Free the views, then close it."""
+    error: BaseException | None = exc
+    while error is not None:
+        traceback.clear_frames(error.__traceback__)
+        error = error.__context__
+    assert receiver.shm is not None  # verl's _cleanup raised at shm.close(), before it let go of the mapping
+    receiver.shm.close()
+
+
 def _receive_in_thread(module: ModuleType, zmq_handle: str, on_bucket) -> tuple[threading.Thread, list]:
+    """verl's receiver in a thread; its errors land in the list, each failed receiver's bucket mapping closed."""
     errors: list[BaseException] = []
 
     def receive() -> None:
@@ -100,6 +114,7 @@ def _receive_in_thread(module: ModuleType, zmq_handle: str, on_bucket) -> tuple[
             receiver.receive_weights(on_bucket_received=on_bucket)
         except BaseException as exc:  # the worker's own failure, kept for the test to look at
             errors.append(exc)
+            _close_the_bucket_a_failed_receiver_kept(receiver, exc)
 
     thread = threading.Thread(target=receive, daemon=True)
     thread.start()
