@@ -12,6 +12,8 @@ STAMP := $(VENV)/.install-stamp
 APT_PACKAGES := bubblewrap python3
 TORCH_PIN := torch==2.13.0
 PYTEST_ARGS ?=
+# The 15 slowest tests close every run's output: the suite's 20-minute budget on 2 cores is kept by looking at them.
+PYTEST_DURATIONS ?= 15
 # Two pytest-xdist workers, a whole file at a time each, long files first (tests/conftest.py): the trainer tests
 # spend much of their wall time waiting on start-up, not on the CPU.
 # PYTEST_WORKERS=0 runs everything in one process.
@@ -56,7 +58,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: install  ## run the whole CPU test suite
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=$(PYTEST_DURATIONS) $(PYTEST_ARGS)
 
 lint: install  ## ruff check + format check + mypy (agentrl_recipe, agentrl_sandbox, verl_cpu)
 	$(VENV)/bin/ruff check .
