@@ -97,13 +97,6 @@ def serve(app: FastAPI):
         sock.close()
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_sandbox_server(port: int, token_file: Path, log: Path, timeout_s: float) -> subprocess.Popen:
     """A real ``agentrl-sandbox serve`` (pool size 1, token required) on 127.0.0.1:``port``, in a session of its own
     and with its output in ``log``, returned once its ``/v1/ping`` answers. One that exits or stays silent for

@@ -17,8 +17,9 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sandbox_test_helpers import free_port, serve, start_sandbox_server
+from sandbox_test_helpers import serve, start_sandbox_server
 
+from agentrl_recipe.vllm_server import free_port
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fleet import Detector, Fleet
 from agentrl_sandbox.fusion_client import IDEMPOTENCY_HEADER, SandboxFusionClient

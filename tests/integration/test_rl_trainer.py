@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_test_helpers import free_port, start_sandbox_server
+from sandbox_test_helpers import start_sandbox_server
 from trainer_helpers import (
     RAY_PATIENT_HEALTH_CHECKS,
     REPO,
@@ -40,6 +40,7 @@ from trainer_helpers import (
 from agentrl_recipe import names, trace
 from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
 from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.vllm_server import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import inspect
-import socket
 import textwrap
 
 import verl.utils.distributed as verl_distributed
 from cpu_helpers import run_probe
 
+from agentrl_recipe.vllm_server import free_port
 from verl_cpu import distributed
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _torchrun_env() -> dict[str, str]:
@@ -24,7 +18,7 @@ def _torchrun_env() -> dict[str, str]:
         "LOCAL_RANK": "0",
         "WORLD_SIZE": "1",
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
+        "MASTER_PORT": str(free_port()),
     }
 
 
