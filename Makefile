@@ -145,7 +145,7 @@ data-fixtures: install  ## eval-sets, rl-mix, rl-released, sft-released, sft-sti
 	$(AGENTRL) data sft-released $(TESTDATA)/open_agentrl_sft_3k.jsonl --out runs/data_fixtures/sft/train.parquet
 	$(AGENTRL) data sft-stitched $(TESTDATA)/retool_sft.jsonl --out runs/data_fixtures/sft/retool_synthetic.parquet
 
-# --- training (agentrl_recipe/cli/launch.py): verl's SFT trainer under torchrun, verl's main_ppo for RL, with a shipped
+# --- training (agentrl_recipe/launcher/launch.py): verl's SFT trainer under torchrun, verl's main_ppo for RL, with a shipped
 # config (`make configs` lists them) or a YAML path. Every launch first runs `agentrl-recipe configs check` on the exact
 # overrides it passes. DRY_RUN=1 prints the composed config, the check report and the command, and runs nothing.
 # Multi-node SFT: the same command on every node with MASTER_ADDR=<node 0> [MASTER_PORT]. Multi-node RL: on the head of
@@ -153,7 +153,7 @@ data-fixtures: install  ## eval-sets, rl-mix, rl-released, sft-released, sft-sti
 CONFIG ?=
 NNODES ?=
 GPUS_PER_NODE ?=
-LAUNCH := $(PY) -m agentrl_recipe.cli.launch
+LAUNCH := $(PY) -m agentrl_recipe.launcher.launch
 LAUNCH_ARGS = $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL)) $(if $(DATA),--data $(DATA)) \
   $(if $(VAL_DATA),--val-data $(VAL_DATA)) $(if $(NNODES),--nnodes $(NNODES)) \
   $(if $(GPUS_PER_NODE),--gpus-per-node $(GPUS_PER_NODE)) $(if $(TORCHRUN_ARGS),--torchrun-args='$(TORCHRUN_ARGS)') \
@@ -177,7 +177,7 @@ preflight: venv  ## will CONFIG run on this node? driver/CUDA, GPUs, flash-attn,
 configs: install  ## list the shipped verl configs and check every one of them
 	$(AGENTRL) configs list
 	$(AGENTRL) configs check
-# GPU nodes, no root (agentrl_recipe/cli/install_gpu.py, docs/cluster.md): torch 2.13.0 + vLLM 0.30.0 + cupy built for
+# GPU nodes, no root (agentrl_recipe/gpu_install/install.py, docs/cluster.md): torch 2.13.0 + vLLM 0.30.0 + cupy built for
 # CUDA=13.0|12.9|12.8|12.6 (default: what the driver supports; 12.8/12.6 get the 12.9 builds, see gpu_variants.py),
 # then flash-attn, required on GPU nodes (verl's default attention; the paper configs' Ulysses SP + remove-padding need
 # its varlen kernels). It publishes no wheel for torch 2.13: built here (MAX_JOBS bounds the compiler's memory; ~30-60
@@ -188,7 +188,7 @@ FLASH_ATTN_WHEEL ?=
 MAX_JOBS ?= 8
 install-gpu:  ## GPU nodes: torch 2.13 + vLLM 0.30 + cupy for CUDA=13.0|12.9|12.8|12.6 + flash-attn [FLASH_ATTN_WHEEL=]
 	@[ -x $(PY) ] || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(PY) -m agentrl_recipe.cli.install_gpu $(if $(CUDA),--cuda $(CUDA)) \
+	$(PY) -m agentrl_recipe.gpu_install.install $(if $(CUDA),--cuda $(CUDA)) \
 	  $(if $(FLASH_ATTN_WHEEL),--flash-attn-wheel '$(FLASH_ATTN_WHEEL)') --max-jobs $(MAX_JOBS)
 	@touch $(STAMP)
 test-gpu: install-gpu  ## the GPU tests (pytest -m gpu), e.g. the rl-smoke run; they skip without CUDA

@@ -5,7 +5,8 @@ flushed to disk, and renamed over the destination, so a killed or failing writer
 one (never half of one) and no temp file. Temp names start with a dot and end in ``.tmp``, so globs for the real
 outputs never see them.
 
-A leaf of ``core``: stdlib only at import time, because :mod:`agentrl_recipe.trace` uses it in every verl worker.
+A leaf of ``core``: stdlib only at import time, because :mod:`agentrl_recipe.training.trace` uses it in every verl
+worker.
 ``pyarrow`` and ``matplotlib`` are imported inside the writers that need them.
 """
 

@@ -1,6 +1,6 @@
 """Where the shipped verl configs live: the installed ``verl_configs`` package (YAML as package data).
 
-Used by :func:`agentrl_recipe.rollout.compose_config` and by ``agentrl-recipe configs``
+Used by :func:`agentrl_recipe.offline.rollout.compose_config` and by ``agentrl-recipe configs``
 (:mod:`agentrl_recipe.cli.configs`).
 """
 

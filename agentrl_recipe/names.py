@@ -20,7 +20,7 @@ REGISTERED = {
 
 # --- the tool (resolved by class path from verl_configs/tools/*.yaml, not a registry) ---
 TOOL_NAME = "code_interpreter"
-TOOL_CLASS = "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool"
+TOOL_CLASS = "agentrl_recipe.training.agent_loop.code_interpreter.CodeInterpreterTool"
 
 # --- per-trajectory fields: AgentLoopOutput.extra_fields -> non_tensor_batch columns and reward extra_info ---
 FIELD_NUM_TURNS = "agentrl_num_turns"  # = verl's __num_turns__: prompt + assistant + tool turns (paper bonus: (n-2)/2)
@@ -58,7 +58,9 @@ FIELD_REWARD_HACK_PATTERNS = "agentrl_reward_hack_patterns"
 CONFIG_NAMESPACE = "agentrl"
 
 # --- environment variables ---
-ENV_TRACE_DIR = "AGENTRL_TRACE_DIR"  # where each component marks the processes it ran in (agentrl_recipe/trace.py)
+ENV_TRACE_DIR = (
+    "AGENTRL_TRACE_DIR"  # where each component marks the processes it ran in (agentrl_recipe/training/trace.py)
+)
 
 # --- data_source values written by data prep (agentrl_recipe.tasks routes on them: "code"/"livecodebench" → code) ---
 DS_AIME24 = "aime2024"

@@ -15,7 +15,7 @@ What is registered (names in :mod:`agentrl_recipe.names`):
   loader) and its in-worker ``BaseRollout`` (:mod:`verl_cpu.rollout_registry`);
 - checkpoint engine ``agentrl_ray`` (:mod:`verl_cpu.checkpoint_engine`): weights to a standalone
   rollout in other processes through Ray's object store (``separate_async`` on CPU), and the fix that lets
-  ``separate_async`` start without hybrid replicas (:mod:`agentrl_recipe.verl_adapters.separate_async_logger`).
+  ``separate_async`` start without hybrid replicas (:mod:`agentrl_recipe.training.verl_adapters.separate_async_logger`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agentrl_recipe import names
 
 logger = logging.getLogger("agentrl_recipe")
 
-AGENT_LOOP_TARGET = "agentrl_recipe.agent_loop.loop.AgentRLToolAgentLoop"
+AGENT_LOOP_TARGET = "agentrl_recipe.training.agent_loop.loop.AgentRLToolAgentLoop"
 
 
 def _register(kind: str, name: str, ours: Any, current: Any, register: Callable[[Any], Any]) -> None:
@@ -44,7 +44,7 @@ def _register(kind: str, name: str, ours: Any, current: Any, register: Callable[
 
 
 def _register_agent_loop() -> None:
-    from agentrl_recipe.verl_adapters.agent_loop_registry import agent_loops, register_agent_loop
+    from agentrl_recipe.training.verl_adapters.agent_loop_registry import agent_loops, register_agent_loop
 
     entry = agent_loops().get(names.AGENT_LOOP)  # stored by class path: the loop module loads in rollout workers only
     current = entry.get("_target_") if isinstance(entry, dict) else entry
@@ -55,7 +55,7 @@ def _register_agent_loop() -> None:
 def _register_reward_manager() -> None:
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER, register
 
-    from agentrl_recipe.rewards.manager import AgentRLRewardManager
+    from agentrl_recipe.training.rewards.manager import AgentRLRewardManager
 
     current = REWARD_MANAGER.get(names.REWARD_MANAGER)
     _register("reward manager", names.REWARD_MANAGER, AgentRLRewardManager, current, register(names.REWARD_MANAGER))
@@ -64,9 +64,9 @@ def _register_reward_manager() -> None:
 def _register_algorithms() -> None:
     from verl.trainer.ppo import core_algos
 
-    from agentrl_recipe.algos.advantages import compute_grpo_masked_outcome_advantage
-    from agentrl_recipe.algos.losses import compute_policy_loss_tcr
-    from agentrl_recipe.verl_adapters import metric_aggregation
+    from agentrl_recipe.training.algos.advantages import compute_grpo_masked_outcome_advantage
+    from agentrl_recipe.training.algos.losses import compute_policy_loss_tcr
+    from agentrl_recipe.training.verl_adapters import metric_aggregation
 
     loss, adv = names.POLICY_LOSS, names.ADV_ESTIMATOR
     _register("policy loss", loss, compute_policy_loss_tcr, core_algos.POLICY_LOSS_REGISTRY.get(loss),
@@ -77,7 +77,7 @@ def _register_algorithms() -> None:
 
 
 def _fix_separate_async() -> None:
-    from agentrl_recipe.verl_adapters import separate_async_logger
+    from agentrl_recipe.training.verl_adapters import separate_async_logger
 
     separate_async_logger.apply()  # separate_async without hybrid replicas dies on logger.info(flush=True)
 

@@ -38,8 +38,8 @@ TASKS: tuple[TaskKind, ...] = (
     TaskKind(
         name="code",
         markers=("code", "livecodebench"),
-        scorer="agentrl_recipe.rewards.code.scorer:score_code_row",
-        answer_check="agentrl_recipe.agent_loop.turn_checks:has_code_block",
+        scorer="agentrl_recipe.training.rewards.code.scorer:score_code_row",
+        answer_check="agentrl_recipe.training.agent_loop.turn_checks:has_code_block",
         eval_grader="agentrl_recipe.eval.grading:agrade_code_sample",
         timeout_score=0.0,  # "all tests failed" on the code reward's [0, 1] scale (−1 is "no code")
         headline="pass@1",
@@ -47,8 +47,8 @@ TASKS: tuple[TaskKind, ...] = (
     TaskKind(
         name="gpqa",
         markers=("gpqa",),
-        scorer="agentrl_recipe.rewards.scoring:score_gpqa_row",
-        answer_check="agentrl_recipe.agent_loop.turn_checks:has_boxed_answer",
+        scorer="agentrl_recipe.training.rewards.scoring:score_gpqa_row",
+        answer_check="agentrl_recipe.training.agent_loop.turn_checks:has_boxed_answer",
         eval_grader="agentrl_recipe.eval.grading:agrade_answer_sample",
         timeout_score=-1.0,
         headline="avg@n",
@@ -56,8 +56,8 @@ TASKS: tuple[TaskKind, ...] = (
     TaskKind(
         name="math",
         markers=(),
-        scorer="agentrl_recipe.rewards.scoring:score_math_row",
-        answer_check="agentrl_recipe.agent_loop.turn_checks:has_boxed_answer",
+        scorer="agentrl_recipe.training.rewards.scoring:score_math_row",
+        answer_check="agentrl_recipe.training.agent_loop.turn_checks:has_boxed_answer",
         eval_grader="agentrl_recipe.eval.grading:agrade_answer_sample",
         timeout_score=-1.0,
         headline="avg@n",

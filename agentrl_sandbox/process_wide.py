@@ -5,7 +5,7 @@ a forked child (DataLoader worker, multiprocessing): the child inherits the obje
 processes, so its calls would hang. The parent still owns it; the child builds its own on first use.
 
 Users: the sandbox backends (:func:`agentrl_sandbox.get_sandbox`) and the isolated grader pools
-(:func:`agentrl_recipe.rewards.isolation.get_isolated_pool`).
+(:func:`agentrl_recipe.training.rewards.isolation.get_isolated_pool`).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ one run on one machine (so they compare fairly):
   2-turn and N-turn trajectories; goal ≤ 2 ms/turn on the project's 2-core machine). The difference is verl's fixed
   per-trajectory cost (loop instantiation through hydra, ``tokenizer.pad`` in ``_agent_loop_postprocess``);
 - ``agentrl_tool_agent / tool_agent``: the plugin's loop vs verl's stock loop on the same workload, with and without
-  the render memoization (agentrl_recipe/agent_loop/render_cache.py) — without it, the ratio is the cost of the plugin's
-  hooks;
+  the render memoization (agentrl_recipe/training/agent_loop/render_cache.py) — without it, the ratio is the cost of the
+  plugin's hooks;
 - ``single_turn_agent``: verl's fixed per-trajectory cost (loop instantiation, padding), for scale;
 - ``HFGenerationClient`` tokens/s for concurrent requests, batched decoding vs one request at a time.
 Writes the numbers as JSON to ``--out`` (atomically) when given.
@@ -34,7 +34,7 @@ from verl.tools.schemas import ToolResponse
 from agentrl_recipe import names
 from agentrl_recipe.cpu_task.tiny_model import get_tiny_model_dir
 from agentrl_recipe.eval.dump import atomic_write_json
-from agentrl_recipe.rollout import Rollout, compose_config
+from agentrl_recipe.offline.rollout import Rollout, compose_config
 from verl_cpu.scripted import ScriptedClient, ScriptRequest
 from verl_cpu.token_output import ContextLimits
 

@@ -30,8 +30,8 @@ from typing import Any
 
 from verl.tools.schemas import ToolResponse
 
-from agentrl_recipe.agent_loop.code_interpreter import CodeInterpreterTool
-from agentrl_recipe.agent_loop.loop import AgentRLToolAgentLoop
+from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
+from agentrl_recipe.training.agent_loop.loop import AgentRLToolAgentLoop
 
 # "<prompt>:<sample index>" of the trajectory whose agent loop is running (set per asyncio task by the loop)
 TRAJECTORY_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentrl_bench_trajectory", default=None)

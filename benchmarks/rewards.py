@@ -24,9 +24,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentrl_recipe.atomic_io import atomic_write_text
-from agentrl_recipe.rewards import scoring
-from agentrl_recipe.rewards.code.grade import CodeTests
-from agentrl_recipe.rewards.code.io_tests import agrade_program
+from agentrl_recipe.training.rewards import scoring
+from agentrl_recipe.training.rewards.code.grade import CodeTests
+from agentrl_recipe.training.rewards.code.io_tests import agrade_program
 from agentrl_sandbox.config import SandboxConfig
 
 

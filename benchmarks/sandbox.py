@@ -52,7 +52,7 @@ import httpx
 from tqdm import tqdm
 
 from agentrl_recipe.atomic_io import atomic_write_text
-from agentrl_recipe.vllm_server import free_port
+from agentrl_recipe.offline.vllm_server import free_port
 from agentrl_sandbox.bench_calls import WORKLOADS, run_calls, summarize
 from agentrl_sandbox.bwrap import REPLY_SLACK_S, BwrapCommand, encode_request, result_from_reply
 from agentrl_sandbox.config import SandboxConfig

@@ -35,7 +35,7 @@ SFT_EXPORT = REPO / "outputs/cpu/sft_checkpoints/global_step_150/huggingface"
 
 
 def _launch(stage: str, config: str, args: list[str], env: dict[str, str]) -> float:
-    command = [sys.executable, "-m", "agentrl_recipe.cli.launch", stage, "--config", config, *args]
+    command = [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args]
     started = time.monotonic()
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:

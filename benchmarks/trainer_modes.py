@@ -81,7 +81,7 @@ def run_mode(
         }
     )
     command = [
-        sys.executable, "-m", "agentrl_recipe.cli.launch", "rl", "--config", "agentrl_rl_cpu",
+        sys.executable, "-m", "agentrl_recipe.launcher.launch", "rl", "--config", "agentrl_rl_cpu",
         "--model", str(args.model),
         *(["--data", str(args.data)] if args.data else []),
         *(["--val-data", str(args.val_data)] if args.val_data else []),

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from agentrl_recipe.rewards.code import _io_driver
-from agentrl_recipe.rewards.code.assert_form import AssertTests
+from agentrl_recipe.training.rewards.code import _io_driver
+from agentrl_recipe.training.rewards.code.assert_form import AssertTests
 from data_prep.rows import ConvertError
 
 
@@ -119,8 +119,8 @@ def leetcode_assert_tests(tests: dict, content: str) -> dict[str, Any]:
 
 def leetcode_asserts_and_call_tests(tests: dict, content: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(the raw assert harness, its call-based conversion or None). The harness is the ground truth, graded as the
-    original did, by running the asserts (agentrl_recipe/rewards/code/assert_tests.py); the conversion exists when
-    every assert is a literal call (asserts on helper objects such as ListNode/TreeNode have none)."""
+    original did, by running the asserts (agentrl_recipe/training/rewards/code/assert_tests.py); the conversion exists
+    when every assert is a literal call (asserts on helper objects such as ListNode/TreeNode have none)."""
     raw = {k: tests.get(k) for k in ("import_prefix", "test_code", "entry_point")}
     try:
         call_tests: dict[str, Any] | None = leetcode_assert_tests(tests, content)

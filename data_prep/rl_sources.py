@@ -1,7 +1,7 @@
 """The RL mix's sources, one converter each: DAPO-Math-17k, Skywork-OR1 (math, code) and MegaScience → verl RL rows.
 
 :func:`convert_source` converts one source into a cached stage file next to the output (``.<out>.work/``), so a rerun
-after a kill redoes only the unfinished sources; :mod:`data_prep.rl_mix` mixes the stages.
+after a kill redoes only the unfinished sources; :mod:`data_prep.jobs.rl_mix` mixes the stages.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
-from agentrl_recipe.rewards.code.assert_form import AssertTests
-from agentrl_recipe.rewards.ground_truth import CALL_TESTS_KEY
+from agentrl_recipe.training.rewards.code.assert_form import AssertTests
+from agentrl_recipe.training.rewards.ground_truth import CALL_TESTS_KEY
 from data_prep import prompts
 from data_prep.code_test_forms import io_tests, leetcode_asserts_and_call_tests
 from data_prep.files import cached_rows, fingerprint, load_source, source_fingerprint

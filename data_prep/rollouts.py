@@ -1,4 +1,4 @@
-"""Rolling out data-prep problems through the shared rollout path (:mod:`agentrl_recipe.rollout`), resumably.
+"""Rolling out data-prep problems through the shared rollout path (:mod:`agentrl_recipe.offline.rollout`), resumably.
 
 ``generate`` (teacher trajectories) and ``model_aware`` (policy pass rates) both roll each problem out ``n`` times
 through the recipe's own agent loop, tool, sandbox and reward, and record one line per finished problem in a JSONL
@@ -47,7 +47,7 @@ def add_rollout_arguments(parser: argparse.ArgumentParser, *, default_n: int) ->
         choices=("hf", "openai", "vllm"),
         default="hf",
         help="hf: in-process transformers (CPU/tests); openai: a running vLLM OpenAI-compatible server (--base-url); "
-        "vllm: a vLLM server for --model started for the run and stopped after it (agentrl_recipe.vllm_server)",
+        "vllm: a vLLM server for --model started for the run and stopped after it (agentrl_recipe.offline.vllm_server)",
     )
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint for --backend openai, e.g. http://node:8000/v1")
     parser.add_argument("--vllm-args", default="", help="--backend vllm: extra server arguments (they win)")
@@ -84,7 +84,7 @@ def build_client(args: argparse.Namespace, cfg: Any, base_url: str | None = None
     base_url = base_url or args.base_url
     if not base_url:
         raise SystemExit("--backend openai needs --base-url")
-    from agentrl_recipe.openai_client import OpenAICompletionsClient
+    from agentrl_recipe.offline.openai_client import OpenAICompletionsClient
 
     return OpenAICompletionsClient(
         base_url=base_url,
@@ -101,7 +101,7 @@ def served(args: argparse.Namespace, cfg: Any) -> Iterator[str | None]:
     if args.backend != "vllm":
         yield None
         return
-    from agentrl_recipe.vllm_server import VllmServer, VllmServerSpec, stop_on_sigterm
+    from agentrl_recipe.offline.vllm_server import VllmServer, VllmServerSpec, stop_on_sigterm
     from verl_cpu.token_output import ContextLimits
 
     out = Path(args.out)
@@ -118,7 +118,7 @@ def served(args: argparse.Namespace, cfg: Any) -> Iterator[str | None]:
 
 
 def compose(args: argparse.Namespace) -> Any:
-    from agentrl_recipe.rollout import compose_config  # torch/verl; see build_client
+    from agentrl_recipe.offline.rollout import compose_config  # torch/verl; see build_client
 
     # Data prep reads only the scorer's verdict (acc), never the shaped reward: overlong shaping off, so a short
     # --response-length cannot clash with the training buffer (4096). User overrides still come last.
@@ -152,7 +152,7 @@ def run_problems(
     per_chunk = max(1, args.concurrency // args.n)
 
     async def go() -> None:
-        from agentrl_recipe.rollout import Rollout  # torch/verl; see build_client
+        from agentrl_recipe.offline.rollout import Rollout  # torch/verl; see build_client
 
         runner = await Rollout.create(cfg, client, score=True)
         with tqdm(total=len(problems), initial=len(problems) - len(todo), desc=desc, unit="problem") as bar:

@@ -34,10 +34,10 @@ from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
-from agentrl_recipe.rewards.code.assert_form import AssertTests, is_assert_form
-from agentrl_recipe.rewards.code.grade import CodeTests
-from agentrl_recipe.rewards.ground_truth import CALL_TESTS_KEY, decoded_list_answer
 from agentrl_recipe.tasks import task_kind
+from agentrl_recipe.training.rewards.code.assert_form import AssertTests, is_assert_form
+from agentrl_recipe.training.rewards.code.grade import CodeTests
+from agentrl_recipe.training.rewards.ground_truth import CALL_TESTS_KEY, decoded_list_answer
 
 PROMPT_ROLES = ("system", "user", "assistant")
 SFT_ROLES = ("system", "user", "assistant", "tool")
@@ -64,8 +64,9 @@ def validate_code_tests(ground_truth: str, field: str = "reward_model.ground_tru
 
     I/O tests ``{"inputs": [str], "outputs": [str], "fn_name": str|null}`` (LiveCodeBench's encoding; an absent
     ``fn_name`` means stdin tests, as in raw Skywork-OR1 rows), or a LeetCode assert harness ``{"import_prefix",
-    "test_code", "entry_point"}`` (raw Skywork-OR1 / LeetCodeDataset, :mod:`agentrl_recipe.rewards.code.assert_tests`).
-    Any other form is an error here, so it is rejected at data prep and never reaches a reward.
+    "test_code", "entry_point"}`` (raw Skywork-OR1 / LeetCodeDataset,
+    :mod:`agentrl_recipe.training.rewards.code.assert_tests`). Any other form is an error here, so it is rejected at
+    data prep and never reaches a reward.
     """
     try:
         tests = json.loads(ground_truth)

@@ -1,7 +1,7 @@
 """The end every SFT job shares: dedup, the check with verl's dataset, and the parquet + rejects + stats + plot.
 
-Used by ``data sft-released`` (:mod:`data_prep.sft_released`), ``data sft-stitched`` (:mod:`data_prep.sft_stitched`)
-and ``data sft-generate`` (:mod:`data_prep.sft_generate`).
+Used by ``data sft-released`` (:mod:`data_prep.jobs.sft_released`), ``data sft-stitched``
+(:mod:`data_prep.jobs.sft_stitched`) and ``data sft-generate`` (:mod:`data_prep.jobs.sft_generate`).
 """
 
 from __future__ import annotations

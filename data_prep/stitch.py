@@ -1,7 +1,7 @@
 """A long-CoT solution split at its code blocks into tool-call turns: the text side of the stitched SFT baseline.
 
 ReTool-SFT's ``<code>``/``<interpreter>``/``<answer>`` format, or markdown python fences whose output comes from our
-sandbox (``data sft-stitched``, :mod:`data_prep.sft_stitched`).
+sandbox (``data sft-stitched``, :mod:`data_prep.jobs.sft_stitched`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The demo's training stages: verl's own trainers through the launcher, followed live through verl's file logger.
 
-Each stage is one ``python -m agentrl_recipe.cli.launch sft|rl --config agentrl_*_demo …`` subprocess (the same path as
+Each stage is one ``python -m agentrl_recipe.launcher.launch sft|rl --config agentrl_*_demo …`` subprocess (the same
+path as
 ``make sft`` / ``make rl``: torchrun + ``verl.trainer.sft_trainer``, ``verl.trainer.main_ppo``). Its console output
 goes to ``<run>/log.txt``; its metrics go to ``<run>/metrics.jsonl`` through verl's file logger
 (``VERL_FILE_LOGGER_PATH``, ``trainer.logger=[console,file]``), which this module tails to drive a progress bar and
@@ -72,7 +73,7 @@ def run_trainer(
     run_dir.mkdir(parents=True, exist_ok=True)
     metrics_path, log_path = run_dir / "metrics.jsonl", run_dir / "log.txt"
     metrics_path.unlink(missing_ok=True)  # verl's file logger appends; a rerun must not read the last run's steps
-    command = [sys.executable, "-m", "agentrl_recipe.cli.launch", stage, "--config", config, *args]
+    command = [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args]
     seen: set[int] = set()
     with open(log_path, "w") as log, tqdm(total=total_steps, desc=desc, unit="step") as bar:
         log.write("$ " + " ".join(command) + "\n")

@@ -30,7 +30,7 @@ LONG_FILES_FIRST = (
     "tests/upstream/test_check.py",
     "tests/integration/test_sft_trainer.py",
     "tests/agentrl_sandbox/test_fusion_protocol.py",
-    "tests/agentrl_recipe/cli/test_gpu_variants.py",  # 1-2 min of pip resolving against PyPI (network, not CPU)
+    "tests/agentrl_recipe/gpu_install/test_gpu_variants.py",  # 1-2 min of pip resolving against PyPI (network, not CPU)
 )
 
 

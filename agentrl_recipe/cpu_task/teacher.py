@@ -40,7 +40,7 @@ HEAD_DIM = 32
 
 def task_rollout_config(model_dir: Path, *, extra_overrides: Sequence[str] = ()) -> Any:
     """The recipe's RL config at the demo task's sizes, for in-process rollouts (teacher, eval)."""
-    from agentrl_recipe.rollout import compose_config
+    from agentrl_recipe.offline.rollout import compose_config
 
     overrides = [
         f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={MAX_TURNS}",
@@ -106,8 +106,8 @@ async def teacher_sft_set(
     """
     from transformers import AutoTokenizer
 
-    from agentrl_recipe.rewards.scoring import compute_score
-    from agentrl_recipe.rollout import arollout
+    from agentrl_recipe.offline.rollout import arollout
+    from agentrl_recipe.training.rewards.scoring import compute_score
     from verl_cpu.scripted import ScriptedClient
     from verl_cpu.token_output import ContextLimits
 

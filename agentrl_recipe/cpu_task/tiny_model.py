@@ -56,7 +56,7 @@ class TinyModelSpec:
 
 def chat_template() -> str:
     """The Qwen2.5-style hermes tool chat template shipped with the package."""
-    return resources.files("agentrl_recipe.agent_loop.templates").joinpath(CHAT_TEMPLATE_FILE).read_text()
+    return resources.files("agentrl_recipe.training.agent_loop.templates").joinpath(CHAT_TEMPLATE_FILE).read_text()
 
 
 def _corpus(n_lines: int, seed: int) -> list[str]:

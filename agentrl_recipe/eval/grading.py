@@ -87,7 +87,7 @@ async def agrade_answer_sample(
 ) -> SampleGrade:
     """The training scorer's accuracy (strict last ``\\boxed{}``): eval and RL agree on what "correct" means."""
     # The scorer imports verl: loaded when a sample is graded, never by `eval report` / `eval compare`.
-    from agentrl_recipe.rewards.scoring import acompute_score
+    from agentrl_recipe.training.rewards.scoring import acompute_score
 
     result = await acompute_score(data_source, response_text, ground_truth)
     correct = bool(result.get("acc"))

@@ -9,12 +9,13 @@ What makes a sample correct here is what makes it correct in LiveCodeBench's ``l
 - **pass rule**: a sample passes iff *every* test passes (``np.all(results > 0)``). LCB stops at the first failure, so
   per-test fractions are not reported as a metric.
 Execution and comparison (import prelude, stripped-line / Decimal comparison, call-based equality, tuple→list) are the
-rewards helper's engine, :mod:`agentrl_recipe.rewards.code.io_tests`, run in the sandbox with the comparison done in
-the trusted parent. Known deviation of that engine from LCB, kept on purpose: a stdin program runs as ``__main__`` with
-a real ``sys.stdin`` (LCB wraps it in a function, which breaks ``global`` statements in correct programs).
+rewards helper's engine, :mod:`agentrl_recipe.training.rewards.code.io_tests`, run in the sandbox with the comparison
+done in the trusted parent. Known deviation of that engine from LCB, kept on purpose: a stdin program runs as
+``__main__`` with a real ``sys.stdin`` (LCB wraps it in a function, which breaks ``global`` statements in correct
+programs).
 
 Tests come from the eval row's ground truth, which data prep builds from LiveCodeBench's release (public + private
-tests decoded, ``data_prep.eval_sets.decode_lcb_tests``): ``{"inputs", "outputs", "fn_name"}`` as a
+tests decoded, ``data_prep.jobs.eval_sets.decode_lcb_tests``): ``{"inputs", "outputs", "fn_name"}`` as a
 JSON string.
 """
 
@@ -23,10 +24,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentrl_recipe.rewards.code.grade import CodeTests
-from agentrl_recipe.rewards.code.io_tests import LCB_TIMEOUT_S
-from agentrl_recipe.rewards.code.io_tests import agrade_program as engine_grade_program
-from agentrl_recipe.run_sync import run_coroutine_sync
+from agentrl_recipe.training.rewards.code.grade import CodeTests
+from agentrl_recipe.training.rewards.code.io_tests import LCB_TIMEOUT_S
+from agentrl_recipe.training.rewards.code.io_tests import agrade_program as engine_grade_program
+from agentrl_recipe.training.run_sync import run_coroutine_sync
 
 FENCE = "```"
 

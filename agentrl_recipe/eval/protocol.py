@@ -7,10 +7,11 @@ call executed per turn, tool output cut to 256 characters, 30 s per tool call. A
 v6 reports pass@1 with the official harness rules (6 s per test, all tests must pass). The paper's appendix says
 16,384 for the response length (second-hand); the released scripts use 20480, which we follow.
 
-``compat`` is the tool and agent-loop behaviour the rollouts run (``agentrl.compat``, agentrl_recipe/compat.py).
-Default ``open_agentrl``: the released code's (the last-line print, "no stdout here", a malformed call ending the
-trajectory, no newline before a tool turn, its error texts, large output as a timeout), which the published checkpoints
-were trained and evaluated with ([code] recipe/demystify/eval/*.sh run verl's validation on the training stack).
+``compat`` is the tool and agent-loop behaviour the rollouts run (``agentrl.compat``,
+agentrl_recipe/training/compat.py). Default ``open_agentrl``: the released code's (the last-line print, "no stdout
+here", a malformed call ending the trajectory, no newline before a tool turn, its error texts, large output as a
+timeout), which the published checkpoints were trained and evaluated with ([code] recipe/demystify/eval/*.sh run verl's
+validation on the training stack).
 ``agentrl`` (``--compat agentrl``) evaluates with this recipe's fixes, e.g. a model trained by a ``*_fixed`` config.
 Grading is the eval's own either way (math/GPQA exact match, LiveCodeBench's rules).
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentrl_recipe import compat as compat_modes
+from agentrl_recipe.training import compat as compat_modes
 from agentrl_sandbox.config import redacted
 
 # key -> paper value; protocol_deviations() reports every key of a run that differs.

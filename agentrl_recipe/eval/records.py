@@ -2,7 +2,7 @@
 
 Record keys (the dump's format, read by the report and by resumed runs): ``prompt_id, sample, data_source, task,
 messages, response``, the grade (:func:`grade_fields`), then the trajectory's
-:data:`~agentrl_recipe.agent_loop.trajectory.EVAL_KEYS`.
+:data:`~agentrl_recipe.training.agent_loop.trajectory.EVAL_KEYS`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval.dump import RolloutDump
 from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.grading import SampleGrade, agrade_sample
+from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 
 GRADE_CONCURRENCY = 16  # samples graded at once (code grading waits on the sandbox pool)
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval import report as report_lib
 from agentrl_recipe.eval.dump import RolloutDump, atomic_write_json, atomic_write_text
 from agentrl_recipe.eval.eval_set import EvalProblem, load_problems
@@ -30,7 +29,8 @@ from agentrl_recipe.eval.protocol import RESUMABLE_CHANGES, EvalConfig, protocol
 from agentrl_recipe.eval.records import grade_items, make_record, regrade_infra_failures
 from agentrl_recipe.eval.sampling import Generator, RolloutGenerator
 from agentrl_recipe.eval.table import markdown_table
-from agentrl_recipe.run_sync import run_coroutine_sync
+from agentrl_recipe.training.agent_loop.trajectory import Trajectory
+from agentrl_recipe.training.run_sync import run_coroutine_sync
 from agentrl_sandbox import get_sandbox
 from agentrl_sandbox.config import SandboxConfig
 

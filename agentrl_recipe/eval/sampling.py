@@ -1,4 +1,4 @@
-"""Eval rollouts through the shared rollout path (:mod:`agentrl_recipe.rollout`): the training agent loop,
+"""Eval rollouts through the shared rollout path (:mod:`agentrl_recipe.offline.rollout`): the training agent loop,
 tool and sandbox, sampled with ``rollout.val_kwargs`` as verl's validation does.
 
 The verl config is the recipe's RL config with the eval protocol laid over it (:func:`verl_overrides`), so a run
@@ -18,10 +18,10 @@ from omegaconf import OmegaConf, open_dict
 from verl.utils.import_utils import resolve_config_path
 
 from agentrl_recipe import names
-from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval.dump import atomic_write_text
 from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.protocol import COMPAT_KEY, EvalConfig
+from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 from agentrl_sandbox.config import SECRET_KEYS
 from verl_cpu.token_output import ContextLimits
 
@@ -31,7 +31,8 @@ TOOL_CONFIG_FILE = "tool_config.yaml"
 class Generator(Protocol):
     """Rolls out problems: ``samples[i]`` are the sample indices wanted for ``problems[i]``.
 
-    Returns one :class:`~agentrl_recipe.agent_loop.trajectory.Trajectory` per wanted sample, its ``row_index`` the index
+    Returns one :class:`~agentrl_recipe.training.agent_loop.trajectory.Trajectory` per wanted sample, its ``row_index``
+    the index
     into ``problems`` and its ``sample_index`` the sample. Async, and called from one event loop for the whole run:
     verl's agent loop and the sandbox pool bind to the loop they first run in, and grading shares that loop with
     generation.
@@ -88,7 +89,7 @@ def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
 def compose_eval_config(cfg: EvalConfig) -> Any:
     """The recipe's RL config with the eval protocol on it; its tool YAML goes to ``<out_dir>/tool_config.yaml``."""
     # verl's agent-loop worker (harness.rollout) loads only when a run generates: report/compare never need it
-    from agentrl_recipe.rollout import compose_config
+    from agentrl_recipe.offline.rollout import compose_config
 
     verl_cfg = compose_config(
         cfg.model,
@@ -113,7 +114,7 @@ def make_client(cfg: EvalConfig, verl_cfg: Any) -> Any:
     load only when chosen)."""
     limits = ContextLimits.from_rollout_config(verl_cfg.actor_rollout_ref.rollout)
     if cfg.backend == "openai":
-        from agentrl_recipe.openai_client import OpenAICompletionsClient
+        from agentrl_recipe.offline.openai_client import OpenAICompletionsClient
 
         assert cfg.server_url is not None  # EvalConfig validates it
         return OpenAICompletionsClient(cfg.server_url, cfg.served_model_name or cfg.model, limits=limits)
@@ -127,7 +128,7 @@ def make_client(cfg: EvalConfig, verl_cfg: Any) -> Any:
 
 
 class RolloutGenerator:
-    """:class:`Generator` over :class:`agentrl_recipe.rollout.Rollout`.
+    """:class:`Generator` over :class:`agentrl_recipe.offline.rollout.Rollout`.
 
     ``client`` overrides the backend's client (tests pass a scripted HF client; the demo its trained model). The
     verl worker is built on the first call, inside the run's event loop.
@@ -141,7 +142,7 @@ class RolloutGenerator:
 
     async def _runner(self) -> Any:
         if self._rollout is None:
-            from agentrl_recipe.rollout import Rollout  # see compose_eval_config
+            from agentrl_recipe.offline.rollout import Rollout  # see compose_eval_config
 
             if self.client is None:
                 self.client = make_client(self.cfg, self.verl_config)

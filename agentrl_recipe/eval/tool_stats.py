@@ -3,7 +3,7 @@
 The paper's analysis is that a strong agent makes *fewer, better* tool calls; these numbers show it: calls per
 trajectory, how calls end (sandbox status), how many turns, how long responses are, and accuracy as a function of the
 number of calls. Records are the dicts of :mod:`agentrl_recipe.eval.dump`; the counting is training's
-(:func:`agentrl_recipe.agent_loop.tool_use.tool_use_stats`), named here for the report.
+(:func:`agentrl_recipe.training.agent_loop.tool_use.tool_use_stats`), named here for the report.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from agentrl_recipe.agent_loop.tool_use import distribution, int_histogram, tool_use_stats
-from agentrl_recipe.agent_loop.trajectory import Trajectory
+from agentrl_recipe.training.agent_loop.tool_use import distribution, int_histogram, tool_use_stats
+from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 
 # Accuracy-vs-calls buckets: 0, 1, ..., TOOL_CALL_BUCKET_CAP-1, then one ">=cap" bucket.
 TOOL_CALL_BUCKET_CAP = 8

@@ -168,8 +168,8 @@ def broken_plugin_path(tmp_path: Path) -> Path:
             import sys
             class _Broken:
                 def find_spec(self, name, path=None, target=None):
-                    if name == "agentrl_recipe.algos.losses":
-                        raise ImportError("simulated: a dependency of agentrl_recipe.algos.losses is missing")
+                    if name == "agentrl_recipe.training.algos.losses":
+                        raise ImportError("simulated: a dependency of agentrl_recipe.training.algos.losses is missing")
                     return None
             sys.meta_path.insert(0, _Broken())
             """
@@ -198,15 +198,15 @@ def test_doctor_reports_a_broken_plugin_and_exits_nonzero(broken_plugin_path: Pa
 @pytest.mark.parametrize(
     "first_import",
     [
-        "agentrl_recipe.rewards.scoring",
-        "agentrl_recipe.rewards.manager",
-        "agentrl_recipe.algos.losses",
-        "agentrl_recipe.config",
+        "agentrl_recipe.training.rewards.scoring",
+        "agentrl_recipe.training.rewards.manager",
+        "agentrl_recipe.training.algos.losses",
+        "agentrl_recipe.training.recipe_config",
     ],
 )
 def test_importing_a_plugin_module_before_verl_still_registers_everything(first_import: str) -> None:
     # The plugin imports these modules while verl loads it; importing one of them first must not leave it
-    # half-initialised when the plugin needs it (see agentrl_recipe/rewards/__init__.py).
+    # half-initialised when the plugin needs it (see agentrl_recipe/training/rewards/__init__.py).
     proc = _run(f"import {first_import}\n" + REGISTRY_PROBE + "print('@@' + json.dumps(seen()))")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(ALL, True), proc.stderr[-3000:]
@@ -217,20 +217,22 @@ def test_importing_a_plugin_module_before_verl_still_registers_everything(first_
 # budget and ground-truth forms and verl_cpu's five small vLLM fixes (each must act before verl's vLLM modules load).
 # A module added here is paid for in every worker's start-up: add it on purpose.
 LOADED_BY_IMPORT_VERL = {
-    "agentrl_recipe", "agentrl_recipe.plugin", "agentrl_recipe.names", "agentrl_recipe.config", "agentrl_recipe.compat",
-    "agentrl_recipe.atomic_io", "agentrl_recipe.trace", "agentrl_recipe.sandbox_routes", "agentrl_recipe.tasks",
-    "agentrl_recipe.run_sync",
-    "agentrl_recipe.algos", "agentrl_recipe.algos.advantages", "agentrl_recipe.algos.losses",
-    "agentrl_recipe.rewards", "agentrl_recipe.rewards.manager", "agentrl_recipe.rewards.reward_kwargs",
-    "agentrl_recipe.rewards.scoring", "agentrl_recipe.rewards.shaping", "agentrl_recipe.rewards.isolation",
-    "agentrl_recipe.rewards.hack_patterns", "agentrl_recipe.rewards.grade_budget",
-    "agentrl_recipe.rewards.ground_truth",
-    "agentrl_recipe.verl_adapters", "agentrl_recipe.verl_adapters.agent_loop_registry",
-    "agentrl_recipe.verl_adapters.metric_aggregation", "agentrl_recipe.verl_adapters.separate_async_logger",
-    "agentrl_sandbox", "agentrl_sandbox.config", "agentrl_sandbox.process_wide", "agentrl_sandbox.types",
-    "verl_cpu", "verl_cpu.plugin", "verl_cpu.names", "verl_cpu.platform", "verl_cpu.device_module",
-    "verl_cpu.checkpoint_engine", "verl_cpu.rollout_registry", "verl_cpu.import_hook", "verl_cpu.skip_hccl_engine",
-    "verl_cpu.vllm_dist_alias", "verl_cpu.vllm_reloadable_weights", "verl_cpu.weight_sender_timeout",
+    "agentrl_recipe", "agentrl_recipe.plugin", "agentrl_recipe.names", "agentrl_recipe.training.recipe_config",
+    "agentrl_recipe.training.compat", "agentrl_recipe.atomic_io", "agentrl_recipe.training.trace",
+    "agentrl_recipe.training.sandbox_routes", "agentrl_recipe.tasks", "agentrl_recipe.training.run_sync",
+    "agentrl_recipe.training.algos", "agentrl_recipe.training.algos.advantages", "agentrl_recipe.training.algos.losses",
+    "agentrl_recipe.training.rewards", "agentrl_recipe.training.rewards.manager",
+    "agentrl_recipe.training.rewards.reward_kwargs", "agentrl_recipe.training.rewards.scoring",
+    "agentrl_recipe.training.rewards.shaping", "agentrl_recipe.training.rewards.isolation",
+    "agentrl_recipe.training.rewards.hack_patterns", "agentrl_recipe.training.rewards.grade_budget",
+    "agentrl_recipe.training.rewards.ground_truth", "agentrl_recipe.training.verl_adapters",
+    "agentrl_recipe.training.verl_adapters.agent_loop_registry",
+    "agentrl_recipe.training.verl_adapters.metric_aggregation",
+    "agentrl_recipe.training.verl_adapters.separate_async_logger", "agentrl_sandbox", "agentrl_sandbox.config",
+    "agentrl_sandbox.process_wide", "agentrl_sandbox.types", "verl_cpu", "verl_cpu.plugin", "verl_cpu.names",
+    "verl_cpu.platform", "verl_cpu.device_module", "verl_cpu.checkpoint_engine", "verl_cpu.rollout_registry",
+    "verl_cpu.import_hook", "verl_cpu.skip_hccl_engine", "verl_cpu.vllm_dist_alias", "verl_cpu.vllm_reloadable_weights",
+    "verl_cpu.weight_sender_timeout",
 }  # fmt: skip
 OURS = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep", "verl_configs")
 
@@ -246,7 +248,7 @@ def test_import_verl_loads_only_the_allow_listed_modules_of_ours(tmp_path: Path)
         "data_prep",
         "agentrl_recipe.cli",
         "agentrl_recipe.eval",
-        "agentrl_recipe.rewards.code",
-        "agentrl_recipe.agent_loop",
+        "agentrl_recipe.training.rewards.code",
+        "agentrl_recipe.training.agent_loop",
     )
     assert not any(m.startswith(heavy) for m in loaded)

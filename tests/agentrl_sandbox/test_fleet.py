@@ -19,7 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sandbox_test_helpers import serve, start_sandbox_server
 
-from agentrl_recipe.vllm_server import free_port
+from agentrl_recipe.offline.vllm_server import free_port
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fleet import Detector, Fleet
 from agentrl_sandbox.fusion_client import IDEMPOTENCY_HEADER, SandboxFusionClient

@@ -30,7 +30,7 @@ def parse_args():
 @pytest.fixture(scope="session")
 def eval_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The eval sets built once from the fixtures (decontamination and rollout tests read them)."""
-    from data_prep import eval_sets as prep_eval
+    from data_prep.jobs import eval_sets as prep_eval
 
     out = tmp_path_factory.mktemp("eval")
     args = parse(

@@ -14,7 +14,7 @@ import pytest
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
 from data_prep import eval_lcb, prompts
-from data_prep import eval_sets as prep_eval
+from data_prep.jobs import eval_sets as prep_eval
 from data_prep.rows import ConvertError
 
 

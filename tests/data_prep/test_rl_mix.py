@@ -11,7 +11,7 @@ import pytest
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
 from data_prep import prompts, rl_sources
-from data_prep import rl_mix as prep_rl
+from data_prep.jobs import rl_mix as prep_rl
 from data_prep.rows import ConvertError
 from data_prep.text import Decontaminator, dedup, normalize_text, word_ngrams
 

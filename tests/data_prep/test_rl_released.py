@@ -11,9 +11,9 @@ import pytest
 
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
-from agentrl_recipe.rewards.code.assert_form import AssertTests, parse_code_tests
+from agentrl_recipe.training.rewards.code.assert_form import AssertTests, parse_code_tests
 from data_prep import prompts
-from data_prep import rl_released as released
+from data_prep.jobs import rl_released as released
 from data_prep.schema import validate_file
 
 # rows 0-8 valid (each ground-truth form), 9 unknown test form, 10 unknown label; 11-14 valid, the published quirks:

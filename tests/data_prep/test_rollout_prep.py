@@ -15,7 +15,7 @@ import pytest
 
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_parquet
-from data_prep import model_aware, sft_generate
+from data_prep.jobs import model_aware, sft_generate
 from data_prep.rows import rl_row
 
 # question -> (answer, how many of the 4 samples answer correctly)
@@ -171,7 +171,7 @@ def test_resample_counts() -> None:
 def test_openai_backend_builds_the_token_in_token_out_client(
     problems_file: Path, tiny_model_dir: Path, tmp_path: Path, parse_args
 ) -> None:
-    from agentrl_recipe.openai_client import OpenAICompletionsClient
+    from agentrl_recipe.offline.openai_client import OpenAICompletionsClient
     from data_prep.rollouts import build_client, compose
 
     argv = [*rollout_argv(problems_file, tiny_model_dir, tmp_path / "x.parquet"), "--target", "easy=1"]

@@ -10,7 +10,7 @@ import pytest
 
 from agentrl_recipe import cli, names
 from agentrl_recipe.problems import read_local_file
-from data_prep import sft_released
+from data_prep.jobs import sft_released
 from data_prep.rows import ConvertError
 from data_prep.sft_format import check_with_verl_dataset, normalize_messages, split_inline_tool_calls
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from agentrl_recipe import names, trace
+from agentrl_recipe import names
+from agentrl_recipe.training import trace
 from demo import demo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)

@@ -7,7 +7,7 @@ there). Every tool call sleeps ``TOOL_SLEEP_S`` in the benchmark's long-tail too
 (benchmarks/long_tail_tool.py), so weight updates land while trajectories are between turns or generating, and the
 tool records each execution. Everything is asserted from the runs' own outputs:
 verl's file-logger metrics, its rollout dump, the tool's execution records and the component markers of
-agentrl_recipe/trace.py.
+agentrl_recipe/training/trace.py.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from trainer_helpers import REPO, launch, metrics, tail
 
-from agentrl_recipe import trace
-from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
 from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.training import trace
+from agentrl_recipe.training.algos.losses import LOSS_TOKENS_PER_UPDATE
 from verl_cpu import names as cpu_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from agentrl_recipe import names
-from agentrl_recipe.cli import launch
 from agentrl_recipe.cli.configs.checks import registries
 from agentrl_recipe.cli.configs.files import locate
-from agentrl_recipe.cli.launch_env import file_logger_env
+from agentrl_recipe.launcher import launch
+from agentrl_recipe.launcher.env import file_logger_env
 from agentrl_sandbox.config import ENV_SANDBOX_URL
 
 REPO = Path(__file__).resolve().parents[2]

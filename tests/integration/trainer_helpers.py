@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def launch_command(stage: str, config: str, args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "agentrl_recipe.cli.launch", stage, "--config", config, *args]
+    return [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args]
 
 
 # Ray's GCS marks a raylet dead after 5 missed health checks (3 s apart, 10 s timeout): on the 2-core CI machine, with

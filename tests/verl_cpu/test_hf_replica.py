@@ -20,7 +20,7 @@ from verl.checkpoint_engine import CheckpointEngineManager
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.torch_functional import logprobs_from_logits
 
-from agentrl_recipe.rollout import compose_config
+from agentrl_recipe.offline.rollout import compose_config
 from verl_cpu import names
 from verl_cpu.hf_rollout import HFServerAdapter, drain_weights, server_name
 

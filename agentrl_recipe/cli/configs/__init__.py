@@ -16,10 +16,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from agentrl_recipe import config as agentrl_config
 from agentrl_recipe.cli.configs.checks import check
 from agentrl_recipe.cli.configs.files import compose, kind_of_file, list_configs, locate
 from agentrl_recipe.config_paths import config_dir
+from agentrl_recipe.training import recipe_config as agentrl_config
 
 
 def copy_config(name: str, dest: str | os.PathLike, *, force: bool = False) -> Path:

@@ -6,9 +6,9 @@ reward keys the original scripts use (``reward_model.reward_manager=dapo`` train
 that looks right can train the wrong thing. The rules, in the order of this module:
 
 - **keys**: every key exists in verl's composed base config, is a field of the dataclass verl builds from its
-  section, or lies in a documented extension namespace — ``agentrl.*`` (:data:`agentrl_recipe.config.SECTIONS`
-  dataclasses) and ``reward.reward_kwargs.*`` (the reward manager's kwargs dataclass). An unknown key names the
-  closest valid one;
+  section, or lies in a documented extension namespace — ``agentrl.*``
+  (:data:`agentrl_recipe.training.recipe_config.SECTIONS` dataclasses) and ``reward.reward_kwargs.*`` (the reward
+  manager's kwargs dataclass). An unknown key names the closest valid one;
 - **legacy keys** verl 0.9.1 ignores (:data:`LEGACY`), naming the key that replaced each;
 - **references**: registered names (advantage estimator, policy loss, reward manager, agent loop, rollout backend,
   trainer mode) are in verl's registries after the plugin is loaded, and the files, modules and objects the config
@@ -38,10 +38,11 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from agentrl_recipe import compat, names
-from agentrl_recipe import config as agentrl_config
+from agentrl_recipe import names
 from agentrl_recipe.cli.configs.files import VERL_ROOTS, compose, find_file, locate, verl_base, verl_root
 from agentrl_recipe.config_paths import config_dir
+from agentrl_recipe.training import compat
+from agentrl_recipe.training import recipe_config as agentrl_config
 
 ARR = "actor_rollout_ref"
 # verl keys whose value is an open mapping (anything below them is passed through), beyond empty `{}` in the base.
@@ -223,7 +224,7 @@ def _key_problem(key: str, value: Any, base_tree: Any, kind: str, tree: Any = No
         return None  # absent from verl's YAML but a field of the dataclass verl builds from this node
     own = _lookup(tree, parent)[1] if tree is not None and parent else None
     if isinstance(own, dict) and _dataclass_has_field(own, missing):
-        return None  # a field of the config's own _target_ (agentrl_recipe.algos.losses.TCRPolicyLossConfig)
+        return None  # a field of the config's own _target_ (agentrl_recipe.training.algos.losses.TCRPolicyLossConfig)
     hint = difflib.get_close_matches(missing, list(parent_value), n=1)
     where = f"under {parent}" if parent else "at the top level"
     did_you_mean = f" (did you mean {(parent + '.' if parent else '') + hint[0]}?)" if hint else ""
@@ -264,10 +265,12 @@ def _dataclass_has_field(section: dict, name: str) -> bool:
 
 def check_namespace(cfg: Any, report: CheckReport) -> None:
     """Each ``agentrl.<section>`` against the plugin's dataclass for it (unknown fields, bad values); ``data.agentrl``
-    (the RL dataset's settings, agentrl_recipe/rl_dataset.py) against its own."""
+    (the RL dataset's settings, agentrl_recipe/training/rl_dataset.py) against its own."""
     if OmegaConf.select(cfg, DATA_NAMESPACE) is not None:
         try:
-            from agentrl_recipe.rl_dataset import DatasetSettings  # imports verl: only for a config that has it
+            from agentrl_recipe.training.rl_dataset import (
+                DatasetSettings,  # imports verl: only for a config that has it
+            )
 
             DatasetSettings.from_data_config(cfg.data)
         except Exception as e:  # unknown field, bad value, unresolvable interpolation
@@ -285,7 +288,7 @@ def check_namespace(cfg: Any, report: CheckReport) -> None:
 def _section_problem(cfg: Any, section: str, where: str) -> str | None:
     """Why the plugin would reject ``agentrl.<section>``, or None."""
     try:
-        if section == "compat":  # the one scalar key: agentrl_recipe/compat.py
+        if section == "compat":  # the one scalar key: agentrl_recipe/training/compat.py
             compat.check_mode(OmegaConf.select(cfg, where), where=where)
             return None
         cls = agentrl_config.SECTIONS.get(section)
@@ -312,7 +315,7 @@ def registries() -> dict[str, Any]:
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
     from verl.trainer.ppo import core_algos
 
-    from agentrl_recipe.verl_adapters.agent_loop_registry import agent_loops
+    from agentrl_recipe.training.verl_adapters.agent_loop_registry import agent_loops
     from verl_cpu.rollout_registry import registered_rollouts
 
     try:
@@ -496,7 +499,7 @@ def _check_rl_files(cfg: Any, report: CheckReport) -> None:
 def _check_trainer_rules(cfg: Any, report: CheckReport) -> None:
     """The plugin's cross-key rules (a mask that is on but cannot take effect, ...) and the async trainer's."""
     # Both import verl (the sampler subclasses verl's replay buffer): loaded here, not by `configs list/show/cp`.
-    from agentrl_recipe.algos.sampler import check_trainer_config
+    from agentrl_recipe.training.algos.sampler import check_trainer_config
 
     try:
         report.errors += [Problem("", p) for p in check_trainer_config(cfg)]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrl_recipe import vllm_server
 from agentrl_recipe.cli import eval as eval_cli
+from agentrl_recipe.offline import vllm_server
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from agentrl_recipe.cli import launch
 from agentrl_recipe.cli.configs.checks import check
 from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.launcher import launch
 from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE
 
 NAME = "agentrl_rl_smoke_paper_layout"

@@ -49,7 +49,7 @@ RL_COMMON = {
     "reward.reward_kwargs.overlong_buffer_cfg.len": 4096,
     "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": 1.0,
     "reward.reward_kwargs.max_resp_len": 20480,
-    "reward.reward_kwargs.tool_bonus": None,  # agentrl.compat decides (tests/agentrl_recipe/test_fidelity.py)
+    "reward.reward_kwargs.tool_bonus": None,  # agentrl.compat decides (tests/agentrl_recipe/offline/test_fidelity.py)
     "trainer.total_epochs": 3,
     "trainer.n_gpus_per_node": 8,
     "agentrl.sandbox.timeout_s": 30.0,

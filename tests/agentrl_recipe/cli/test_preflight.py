@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from agentrl_recipe import cli
-from agentrl_recipe.cli import launch, preflight
+from agentrl_recipe.cli import preflight
 from agentrl_recipe.cli.configs.files import compose
-from agentrl_recipe.cli.launch_env import TOKEN_IN_CONFIG
 from agentrl_recipe.cli.preflight_facts import NodeFacts
+from agentrl_recipe.launcher import launch
+from agentrl_recipe.launcher.env import TOKEN_IN_CONFIG
 from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_RUNTIME,

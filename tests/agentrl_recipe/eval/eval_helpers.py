@@ -9,8 +9,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentrl_recipe.agent_loop.trajectory import Trajectory
 from agentrl_recipe.eval.eval_set import EvalProblem
+from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVAL_PARQUET = FIXTURES / "eval_small.parquet"

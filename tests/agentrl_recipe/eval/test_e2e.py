@@ -51,7 +51,9 @@ def tiny_config(eval_parquet: Path, out: Path, **kw) -> EvalConfig:
         lcb_timeout_s=6.0,
         bootstrap_resamples=200,
         label="tiny",
-        tool_config=os.environ.get("AGENTRL_TEST_TOOL_CONFIG"),  # as tests/agentrl_recipe/agent_loop: another tool YAML
+        tool_config=os.environ.get(
+            "AGENTRL_TEST_TOOL_CONFIG"
+        ),  # as tests/agentrl_recipe/training/agent_loop: another tool YAML
     )
     return EvalConfig(**(base | kw))
 
@@ -102,7 +104,7 @@ def test_tiny_model_eval_end_to_end(tiny_model_dir: Path, eval_parquet: Path, tm
 
     # rows needing different numbers of samples in one batch (a resumed problem) map back to their sample indices
     from agentrl_recipe.eval.eval_set import load_problems
-    from agentrl_recipe.run_sync import run_coroutine_sync
+    from agentrl_recipe.training.run_sync import run_coroutine_sync
 
     problems = load_problems([str(eval_parquet)], sources=["aime2024"])
     fresh = scripted_generator(cfg, tiny_model_dir)  # a client's locks belong to the event loop that used it

@@ -1,6 +1,6 @@
 """GPU: the eval through a real vLLM server (OpenAI-compatible API) with the tiny model. Skipped without CUDA/vLLM.
 
-The server is the one `make eval` starts (agentrl_recipe.vllm_server); the CPU build's run of the same harness:
+The server is the one `make eval` starts (agentrl_recipe.offline.vllm_server); the CPU build's run of the same harness:
 tests/integration/test_vllm_serve_on_cpu.py.
 """
 
@@ -13,7 +13,7 @@ import pytest
 
 from agentrl_recipe.eval.protocol import EvalConfig
 from agentrl_recipe.eval.runner import run_eval
-from agentrl_recipe.vllm_server import VllmServer, VllmServerSpec
+from agentrl_recipe.offline.vllm_server import VllmServer, VllmServerSpec
 
 pytestmark = pytest.mark.gpu
 SERVER_START_TIMEOUT_S = 420

@@ -40,7 +40,7 @@ def test_protocol_lands_in_the_composed_verl_config(tiny_model_dir: Path, tmp_pa
     from omegaconf import OmegaConf
 
     tool = OmegaConf.load(tool_yaml).tools[0]
-    assert tool.class_name == "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterTool"
+    assert tool.class_name == "agentrl_recipe.training.agent_loop.code_interpreter.CodeInterpreterTool"
     assert tool.config.timeout_s == 7.0 and tool.config.memory_mb == 2048
     assert rollout.agent.default_agent_loop == "agentrl_tool_agent"  # the training loop, not verl's tool_agent
 
@@ -54,7 +54,7 @@ def test_paper_defaults_match_the_recipe_validation_settings(tiny_model_dir: Pat
 
 
 def test_openai_backend_client(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from agentrl_recipe.openai_client import OpenAICompletionsClient
+    from agentrl_recipe.offline.openai_client import OpenAICompletionsClient
 
     cfg = EvalConfig(
         model=str(tiny_model_dir),
@@ -94,10 +94,10 @@ def test_compat_reaches_the_agent_loop_and_the_tool(
 ) -> None:
     """Eval runs the released tool behaviour unless told otherwise: agentrl.compat of the composed config is what
     agentrl_tool_agent resolves its settings from and hands the tool (whose YAML leaves compat null)."""
-    from agentrl_recipe import compat as compat_modes
-    from agentrl_recipe.agent_loop.code_interpreter import CodeInterpreterTool
-    from agentrl_recipe.agent_loop.settings import AgentLoopSettings
     from agentrl_recipe.eval.protocol import protocol_deviations
+    from agentrl_recipe.training import compat as compat_modes
+    from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
+    from agentrl_recipe.training.agent_loop.settings import AgentLoopSettings
 
     cfg = EvalConfig(model=str(tiny_model_dir), data=["x"], out_dir=str(tmp_path), **compat)
     verl_cfg = compose_eval_config(cfg)

@@ -136,7 +136,10 @@ def test_a_typo_names_the_closest_key() -> None:
 
 def test_a_section_with_its_own_target_may_hold_that_dataclass_fields() -> None:
     """The config's own _target_ (here the tool config's dataclass) admits its fields; verl's does otherwise."""
-    own = {"_target_": "agentrl_recipe.agent_loop.code_interpreter.CodeInterpreterConfig", "error_text": "released"}
+    own = {
+        "_target_": "agentrl_recipe.training.agent_loop.code_interpreter.CodeInterpreterConfig",
+        "error_text": "released",
+    }
     assert errors({"engine": own}) == {}
     assert "no 'error_text' under engine" in errors({"engine": {"error_text": "released"}})["engine.error_text"]
 

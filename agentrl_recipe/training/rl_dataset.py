@@ -1,0 +1,76 @@
+"""``AgentRLDataset`` (``data.custom_cls``): verl's ``RLHFDataset`` with the prompt-length rule a switch.
+
+verl 0.9.1 drops a prompt whose chat-template render *with the tool schemas* is over ``data.max_prompt_length``
+(``RLHFDataset.maybe_filter_out_long_prompts``, which counts ``tool_schemas`` loaded from the tool config). The
+released code counted the prompt alone: its ``CustomRLHFDataset`` (recipe/demystify/reward.py:77-97) never called
+the filter, and verl 0.5's ``RLHFDataset.__getitem__`` (rl_dataset.py:305-316, ``truncation: error``) raised for a
+prompt over the limit *without* the tools. ``data.agentrl.prompt_filter_counts_tools`` picks the rule; null = from
+``agentrl.compat`` (open_agentrl false: the prompt alone, agentrl true: verl's).
+
+Under the released rule a kept prompt may still be over the limit once the tool schemas are in it (about 2.3K-2.56K
+tokens alone at 2560). The released stack could not run one: its agent loop padded prompts to
+``rollout.prompt_length`` without cutting them, and the batch's ``torch.cat`` (agent_loop.py:456-461, 551) failed on
+the longer row, so the released run met none. verl 0.9.1 would cut its head off (system prompt and tool schemas,
+``AgentLoopBase._cap_text_prompt_length``). Neither is a run to have: the dataset stops at load time with one line
+naming the count instead (fail closed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from verl.utils.dataset.rl_dataset import RLHFDataset
+
+from agentrl_recipe import names
+from agentrl_recipe.training import compat
+from agentrl_recipe.training.recipe_config import from_mapping, to_plain
+
+WHERE = f"data.{names.CONFIG_NAMESPACE}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSettings:
+    """``data.agentrl`` (the dataset sees only the ``data`` section; ``compat`` is ``${agentrl.compat}`` there)."""
+
+    compat: str = compat.DEFAULT_MODE
+    # Count the tool schemas' tokens in the prompt-length filter. null = from compat: open_agentrl false, agentrl true.
+    prompt_filter_counts_tools: bool | None = None
+
+    def __post_init__(self) -> None:
+        compat.check_mode(self.compat, where=f"{WHERE}.compat")
+        if self.prompt_filter_counts_tools not in (None, True, False):
+            raise TypeError(f"{WHERE}.prompt_filter_counts_tools must be true, false or null")
+
+    @classmethod
+    def from_data_config(cls, data_config: Any) -> DatasetSettings:
+        """The settings of a ``data`` section (DictConfig or dict), null keys resolved from ``compat``."""
+        block = data_config.get(names.CONFIG_NAMESPACE) if hasattr(data_config, "get") else None
+        settings = from_mapping(cls, to_plain(block), where=WHERE)
+        counts = compat.default("prompt_filter_counts_tools", settings.prompt_filter_counts_tools, settings.compat)
+        return dataclasses.replace(settings, prompt_filter_counts_tools=counts)
+
+
+class AgentRLDataset(RLHFDataset):
+    """verl's RL dataset; only the prompt-length rule is ours to choose (``data.agentrl``)."""
+
+    def __init__(self, data_files: Any, tokenizer: Any, config: Any, *args: Any, **kwargs: Any) -> None:
+        self.settings = DatasetSettings.from_data_config(config)  # before verl's __init__ filters the rows
+        super().__init__(data_files, tokenizer, config, *args, **kwargs)
+
+    def maybe_filter_out_long_prompts(self, dataframe: Any = None) -> Any:
+        if self.settings.prompt_filter_counts_tools or not self.filter_overlong_prompts or self.tool_schemas is None:
+            return super().maybe_filter_out_long_prompts(dataframe)
+        schemas, self.tool_schemas = self.tool_schemas, None  # the released rule: the prompt alone
+        try:
+            kept = super().maybe_filter_out_long_prompts(dataframe)
+        finally:
+            self.tool_schemas = schemas
+        over = len(kept) - len(super().maybe_filter_out_long_prompts(kept))
+        if over:
+            raise ValueError(
+                f"{over} prompt(s) fit data.max_prompt_length={self.max_prompt_length} only without the tool schemas "
+                f"({WHERE}.prompt_filter_counts_tools false, the released rule); the released stack failed on such a "
+                "prompt and verl 0.9.1 would cut its head off: raise data.max_prompt_length or set it true"
+            )
+        return kept

@@ -1,0 +1,69 @@
+"""The launcher on CPU: the GPU smoke run's inputs (the tiny model and 16 RL rows with distinct indices); the sandbox
+token in dry runs and config dumps (shown as '***'; only a token FILE's path reaches a Ray runtime env)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from agentrl_recipe.cli import configs
+from agentrl_recipe.launcher import launch
+from agentrl_recipe.launcher.env import TOKEN_IN_CONFIG
+from agentrl_recipe.launcher.launch import SMOKE_STAGES, prepare_smoke
+from agentrl_sandbox.config import ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE
+
+SECRET = "s3cret-t0ken"
+
+
+def test_prepare_smoke(tmp_path: Path) -> None:
+    made = prepare_smoke(tmp_path)
+    assert (made["model"] / "config.json").is_file()
+    rows = pd.read_parquet(made["train"])
+    assert len(rows) == 16
+    assert sorted(r["index"] for r in rows["extra_info"]) == list(range(16))
+    assert list(rows["ability"].value_counts().sort_index()) == [4, 12]  # code, math
+    assert set(SMOKE_STAGES) == {"rl-smoke", "rl-smoke-paper-layout"}
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    launch.add_arguments(parser)
+    return parser.parse_intermixed_args(list(argv))
+
+
+@pytest.fixture
+def no_token_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in (ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
+        monkeypatch.delenv(key, raising=False)
+
+
+def test_a_remote_cluster_gets_the_token_file_path_and_no_token(monkeypatch, capsys, tmp_path, no_token_env) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
+    token_file = tmp_path / "sandbox.token"
+    token_file.write_text(SECRET)
+    overrides = ["agentrl.sandbox.backend=sandbox_fusion", f"agentrl.sandbox.token_file={token_file}"]
+    assert launch.main(_args("rl", "--dry-run", "--sandbox-url", "http://127.0.0.1:8080", *overrides)) == 0
+    out = capsys.readouterr().out
+    command = shlex.split(next(line for line in out.splitlines() if line.startswith("command: ")))
+    assert f"++ray_kwargs.ray_init.runtime_env.env_vars.{ENV_SANDBOX_TOKEN_FILE}='{token_file}'" in command
+    assert SECRET not in out
+
+
+def test_a_token_in_the_config_is_redacted_in_the_dry_run_and_refused(capsys, no_token_env) -> None:
+    assert launch.main(_args("rl", "--dry-run", f"+agentrl.sandbox.token={SECRET}")) == 2
+    captured = capsys.readouterr()
+    assert "    token: '***'\n" in captured.out and SECRET not in captured.out + captured.err
+    assert captured.err.strip().splitlines()[-1] == f"not launching: {TOKEN_IN_CONFIG}"
+
+
+def test_config_show_redacts_the_token(capsys) -> None:
+    parser = argparse.ArgumentParser()
+    configs.add_arguments(parser)
+    show = parser.parse_args(["show", "agentrl_rl", f"+agentrl.sandbox.token={SECRET}", "--composed"])
+    assert configs.main(show) == 0
+    out = capsys.readouterr().out
+    assert "    token: '***'\n" in out and SECRET not in out

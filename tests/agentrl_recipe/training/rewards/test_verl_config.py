@@ -1,0 +1,76 @@
+"""A fresh process: verl's ppo_trainer with reward.reward_manager.name=agentrl_reward composes, and verl's
+load_reward_manager finds the manager through the plugin's entry point alone (nothing of ours imported first)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from agentrl_recipe import names
+
+SCRIPT = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    import numpy as np, torch
+    from hydra import compose, initialize_config_dir
+    import verl  # loads agentrl_recipe.plugin through the verl.plugins entry point
+    from verl import DataProto
+    from verl.trainer.ppo.reward import load_reward_manager
+    from transformers import AutoTokenizer
+
+    assert "agentrl_recipe.training.rewards.manager" in sys.modules, "the plugin did not load"
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose("ppo_trainer", overrides=json.loads(sys.argv[2]))
+    tok = AutoTokenizer.from_pretrained(sys.argv[1])
+    manager = load_reward_manager(cfg, tok)
+    ids = tok("the answer is \\\\boxed{7}", add_special_tokens=False)["input_ids"]
+    row = DataProto.from_dict(
+        tensors={
+            "prompts": torch.ones(1, 2, dtype=torch.long),
+            "responses": torch.tensor([ids]),
+            "attention_mask": torch.ones(1, 2 + len(ids), dtype=torch.long),
+        },
+        non_tensors={
+            "data_source": np.array(["aime2025"], dtype=object),
+            "reward_model": np.array([{"ground_truth": "8"}], dtype=object),
+            "__num_turns__": np.array([6]),
+        },
+    )
+    out = asyncio.run(manager.run_single(row))
+    print(json.dumps({"cls": type(manager).__module__ + "." + type(manager).__name__,
+                      "reward": float(out["reward_score"]), "kwargs": cfg.reward.reward_kwargs.tool_bonus,
+                      "max_resp_len": manager.settings.max_resp_len}))
+    """
+)
+
+
+def test_verl_config_selecting_agentrl_reward_loads_it_in_a_fresh_process(tiny_model_dir) -> None:
+    overrides = [
+        f"reward.reward_manager.name={names.REWARD_MANAGER}",
+        "data.max_response_length=20480",
+        "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
+        "+reward.reward_kwargs.overlong_buffer_cfg.len=4096",
+        "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
+        "+reward.reward_kwargs.max_resp_len=20480",
+        "+reward.reward_kwargs.tool_bonus=paper",
+        # the trajectory below carries verl's __num_turns__ only (no agent-loop fields): the paper's turn count
+        "+reward.reward_kwargs.tool_bonus_count=turns",
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_PLUGINS"}
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tiny_model_dir), json.dumps(overrides)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["cls"] == "agentrl_recipe.training.rewards.manager.AgentRLRewardManager"
+    assert result["kwargs"] == "paper"
+    assert result["max_resp_len"] == 20480
+    assert abs(result["reward"] - (-0.8)) < 1e-9  # wrong answer after 2 tool calls: min(-0.6, -1 + 0.2)

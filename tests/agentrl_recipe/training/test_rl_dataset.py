@@ -1,0 +1,82 @@
+"""AgentRLDataset: the prompt-length filter counts the tool schemas (verl 0.9.1) or the prompt alone (released)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+
+from agentrl_recipe.training.rl_dataset import AgentRLDataset, DatasetSettings
+
+TOOL_CONFIG = Path(__file__).resolve().parents[2] / "verl_configs" / "tools" / "code_interpreter.yaml"
+
+
+@pytest.fixture(scope="module")
+def lengths(tiny_model_dir):
+    """Token counts of prompts of 10, 300 and 2000 words, alone and with the tool schemas."""
+    from verl.tools.tool_registry import load_all_tools
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    schemas = [
+        t.tool_schema.model_dump(exclude_unset=True, exclude_none=True)
+        for t in load_all_tools(tool_config_path=str(TOOL_CONFIG), function_tool_path=None)
+    ]
+
+    def count(words: int, tools) -> int:
+        prompt = [{"role": "user", "content": " ".join(["seven"] * words)}]
+        return len(
+            tokenizer.apply_chat_template(
+                prompt, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        )
+
+    return tokenizer, {w: (count(w, None), count(w, schemas)) for w in (10, 300, 2000)}
+
+
+def dataset(tmp_path: Path, tokenizer, words: list[int], limit: int, **agentrl) -> AgentRLDataset:
+    rows = [
+        {"data_source": "aime2024", "prompt": [{"role": "user", "content": " ".join(["seven"] * w)}], "ability": "m"}
+        for w in words
+    ]
+    path = tmp_path / "rows.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    config = OmegaConf.create(
+        {
+            "max_prompt_length": limit,
+            "filter_overlong_prompts": True,
+            "filter_overlong_prompts_workers": 1,
+            "tool_config_path": str(TOOL_CONFIG),
+            "cache_dir": str(tmp_path / "cache"),
+            "agentrl": agentrl,
+        }
+    )
+    return AgentRLDataset(str(path), tokenizer, config)
+
+
+def test_the_two_rules(tmp_path, lengths) -> None:
+    tokenizer, n = lengths
+    alone, with_tools = n[300]
+    assert n[10][1] < alone < with_tools  # 10 words fit with the tools at a limit of `alone`; 300 only alone
+    limit = alone
+    ours = dataset(tmp_path, tokenizer, [10, 300, 2000], limit, compat="agentrl")
+    assert len(ours) == 1  # verl 0.9.1: only the 10-word prompt fits with the schemas
+    explicit = dataset(tmp_path, tokenizer, [10, 2000], limit, compat="open_agentrl")
+    assert len(explicit) == 1  # 2000 words are over even alone: dropped by both rules
+    with pytest.raises(ValueError, match=r"^1 prompt\(s\) fit data.max_prompt_length=\d+ only without the tool"):
+        dataset(tmp_path, tokenizer, [10, 300, 2000], limit, compat="open_agentrl")
+    # the released rule with the limit raised to fit the 300-word prompt with its tools: kept, as in verl's rule
+    assert len(dataset(tmp_path, tokenizer, [10, 300], with_tools, compat="open_agentrl")) == 2
+    pinned = dataset(tmp_path, tokenizer, [10, 300], limit, compat="open_agentrl", prompt_filter_counts_tools=True)
+    assert len(pinned) == 1
+
+
+def test_settings_resolution() -> None:
+    assert DatasetSettings.from_data_config({}).prompt_filter_counts_tools is True  # no data.agentrl: agentrl
+    assert DatasetSettings.from_data_config({"agentrl": {"compat": "open_agentrl"}}).prompt_filter_counts_tools is False
+    with pytest.raises(ValueError, match="unknown key"):
+        DatasetSettings.from_data_config({"agentrl": {"prompt_filter": True}})
+    with pytest.raises(TypeError, match="prompt_filter_counts_tools must be"):
+        DatasetSettings.from_data_config({"agentrl": {"prompt_filter_counts_tools": "yes"}})
