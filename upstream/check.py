@@ -41,6 +41,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VERL_VERSION = "0.9.1"
+# The verl commit the patches are written against (verl main as the ``fetch`` tool has it); a check on that tree
+# compares the counts each body states with the runs.
+TARGET_COMMIT = "1dda039b9c6311889a9c9a26040677e1254814f9"
 # A test that fails with one of these fails for the wrong reason: a symbol the fix adds, not the bug's symptom.
 WRONG_REASONS = ("ImportError", "ModuleNotFoundError", "SyntaxError", "NameError")
 # Dropped into the temp repo's root: a test run that imports any other verl would prove nothing.
@@ -120,10 +123,21 @@ class Run:
     failed: list[str] = field(default_factory=list)  # "test_name: first line of the failure"
     errors: list[str] = field(default_factory=list)
     output: str = ""
+    outcomes: dict[str, str] = field(default_factory=dict)  # "file::Class::test" -> passed|failed|error|skipped
 
     @property
     def passed(self) -> int:
-        return self.tests - len(self.failed) - len(self.errors)
+        return self.tests - len(self.failed) - len(self.errors) - self.skipped
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for outcome in self.outcomes.values() if outcome == "skipped")
+
+    def ids(self, *outcomes: str) -> set[str]:
+        return {test for test, outcome in self.outcomes.items() if outcome in outcomes}
+
+    def counts(self) -> str:
+        return f"{len(self.failed) + len(self.errors)} failed, {self.passed} passed, {self.skipped} skipped"
 
 
 @dataclass
@@ -139,11 +153,14 @@ class Result:
 
 @dataclass
 class Source:
-    """The verl to patch: its package folder, its tests folder (a source tree has one, the wheel none)."""
+    """The verl to patch: its package folder, its tests folder (a source tree has one, the wheel none); for a
+    source tree, its root (copied whole: verl's CI steps read its configs and scripts) and commit."""
 
     package: Path
     tests: Path | None
     version: str
+    root: Path | None = None
+    commit: str = ""
 
     @property
     def pinned(self) -> bool:
@@ -302,6 +319,8 @@ def run_tests(repo: Path, targets: list[str], timeout: int) -> Run:
         "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # a local test cluster needs no token auth
     }
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
+    if importlib.util.find_spec("pytest_asyncio"):
+        command += ["--asyncio-mode=auto"]  # as verl's cpu_unit_tests job runs them
     command += ["--rootdir", str(repo), f"--junitxml={xml}", *targets]
     try:
         done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
@@ -311,6 +330,10 @@ def run_tests(repo: Path, targets: list[str], timeout: int) -> Run:
     if xml.exists():
         for case in ET.parse(xml).iter("testcase"):
             run.tests += 1
+            test_id = f"{case.get('classname')}::{case.get('name')}"
+            run.outcomes[test_id] = next(
+                (kind for kind in ("failure", "error", "skipped") if case.find(kind) is not None), "passed"
+            ).replace("failure", "failed")
             for kind, into in (("failure", run.failed), ("error", run.errors)):
                 for node in case.findall(kind):
                     message = (node.get("message") or node.text or "").strip().splitlines()
@@ -323,9 +346,12 @@ def run_tests(repo: Path, targets: list[str], timeout: int) -> Run:
 def make_base_repo(source: Source, root: Path) -> Path:
     """``root/base``: a git repo holding a copy of the package (and its tests, if any) and a conftest pinning it."""
     base = root / "base"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(source.package, base / source.package.name, ignore=ignore)
-    if source.tests is not None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".git")
+    if source.root is not None:
+        shutil.copytree(source.root, base, ignore=ignore, symlinks=True)
+    else:
+        shutil.copytree(source.package, base / source.package.name, ignore=ignore)
+    if source.tests is not None and source.root is None:
         shutil.copytree(source.tests, base / "tests", ignore=ignore)
     (base / "conftest.py").write_text(ROOT_CONFTEST.format(pkg=source.package.name))
     for args in (
@@ -333,6 +359,9 @@ def make_base_repo(source: Source, root: Path) -> Path:
         ("add", "-A"),
         ("-c", "user.name=upstream-check", "-c", "user.email=check@localhost", "commit", "-qm", "base"),
     ):
+        if args[0] == "add" and source.root is not None:  # verl's checks read git's files: ours stay untracked
+            (base / ".git" / "info").mkdir(parents=True, exist_ok=True)
+            (base / ".git" / "info" / "exclude").write_text("/conftest.py\n/.junit.xml\n")
         done = git(base, *args)
         if done.returncode:
             raise RuntimeError(f"git {args[0]} failed in {base}: {done.stderr.strip()}")
@@ -343,6 +372,9 @@ def clone(base: Path, work: Path, name: str) -> Path:
     done = git(work, "clone", "-q", "--shared", str(base), name)
     if done.returncode:
         raise RuntimeError(f"cannot clone the base copy: {done.stderr.strip()}")
+    exclude = base / ".git" / "info" / "exclude"
+    if exclude.exists():
+        shutil.copy(exclude, work / name / ".git" / "info" / "exclude")
     return work / name
 
 
@@ -361,8 +393,25 @@ def standalone_imports(patch: Path) -> tuple[str, list[str]]:
     return text, [f"{path.name}: line {line} is not an import" for line in other]
 
 
-def check_patch(base: Path, patch: Path, work: Path, timeout: int, pinned: bool = True) -> Result:
-    parsed = read_patch(patch)
+@dataclass
+class Context:
+    """What a check of one patch needs besides the patch: the base copy, a work folder, and how to judge."""
+
+    base: Path
+    work: Path
+    timeout: int = 600
+    verify_counts: bool = True  # the body's stated counts are compared with the runs
+    source: Source | None = None  # a verl source tree: whole test files and verl's CI steps (verl_ci.py)
+    base_hooks: dict = field(default_factory=dict)
+
+
+def wheel_variant(patch: Path) -> Path:
+    """``verl-0.9.1/<name>.patch``: the same change on 0.9.1's code where it differs from the PR's base."""
+    variant = patch.parent / f"verl-{VERL_VERSION}" / patch.name
+    return variant if variant.exists() else patch
+
+
+def body_result(patch: Path, parsed: Patch) -> Result:
     result = Result(patch.stem, problems=patch_problems(parsed))
     body = patch.with_suffix(".md")
     if body.exists():
@@ -371,12 +420,63 @@ def check_patch(base: Path, patch: Path, work: Path, timeout: int, pinned: bool 
             result.notes.append("sign-off pending")
     else:
         result.problems.append(f"no PR description {body.name}")
+    return result
+
+
+def test_targets(repo: Path, parsed: Patch, alone: list[FileDiff], whole: bool) -> list[str]:
+    """The patch's test files: whole on a source tree; else new files whole and only the tests added to others."""
+    targets = []
+    for diff in parsed.test_files:
+        names = added_test_names(diff)
+        if whole or diff.new or diff in alone or not names:
+            targets.append(diff.path)
+        else:
+            targets += [f"{diff.path}::{name}" for name in names]
+    return targets
+
+
+def judge_before(result: Result, before: Run, unpatched: Run | None) -> None:
+    known = unpatched.ids("failed", "error") if unpatched else set()
+    new_failures = before.ids("failed") - known
+    wrong = [f for f in before.failed if f.split(": ", 1)[-1].startswith(WRONG_REASONS)]
+    if before.errors or before.returncode not in (0, 1) or not before.tests:
+        result.problems.append(f"tests do not run on unpatched verl: {before.errors or before.output[-1500:]}")
+    elif not before.failed or (unpatched is not None and not new_failures):
+        result.problems.append(f"tests pass on unpatched verl ({before.tests} tests): they do not show the bug")
+    elif wrong:
+        result.problems.append(f"tests fail before for the wrong reason: {wrong}")
+    else:
+        result.notes.append(f"fails-before ({len(before.failed)}/{before.tests}: {before.failed[0]})")
+
+
+def judge_after(result: Result, after: Run, unpatched: Run | None) -> None:
+    known = unpatched.ids("failed", "error") if unpatched else set()
+    broken = sorted(after.ids("failed", "error") - known)
+    if unpatched is None and (after.returncode or after.failed or after.errors):
+        result.problems.append(f"tests fail after the patch: {after.failed + after.errors or after.output[-1500:]}")
+    elif unpatched is not None and (broken or after.returncode not in (0, 1)):
+        result.problems.append(f"tests fail after the patch: {broken or after.output[-1500:]}")
+    else:
+        result.notes.append(f"passes-after ({after.passed + after.skipped}/{after.tests})")
+    if known:
+        result.notes.append(f"{len(known)} fail on this tree without the patch too: {sorted(known)[:3]}")
+
+
+def check_patch(
+    base: Path, patch: Path, work: Path, timeout: int, pinned: bool = True, context: Context | None = None
+) -> Result:
+    ctx = context or Context(base=base, work=work, timeout=timeout, verify_counts=pinned)
+    parsed = read_patch(patch)
+    result = body_result(patch, parsed)
     if not parsed.test_files:
         return result
-    repo = clone(base, work, patch.stem)
-    alone = standalone_files(repo, parsed)
+    applied = patch if ctx.source is not None else wheel_variant(patch)
+    if applied != patch:
+        result.notes.append(f"applied as {applied.parent.name}/{applied.name}")
+    repo = clone(ctx.base, ctx.work, patch.stem)
+    alone = standalone_files(repo, read_patch(applied))
     excludes = [f"--exclude={f.path}" for f in alone]
-    done = git(repo, "apply", "--check", *excludes, str(patch))
+    done = git(repo, "apply", "--check", *excludes, str(applied))
     if done.returncode:
         result.problems.append(f"does not apply: {done.stderr.strip()}")
         return result
@@ -386,45 +486,62 @@ def check_patch(base: Path, patch: Path, work: Path, timeout: int, pinned: bool 
         (repo / diff.path).parent.mkdir(parents=True, exist_ok=True)
         (repo / diff.path).write_text(imports + "\n".join(diff.added) + "\n")
         result.notes.append(f"{diff.path} not in this verl: the lines the patch adds to it run alone")
-    targets = []
-    for diff in parsed.test_files:
-        names = added_test_names(diff)
-        if diff.new or diff in alone or not names:
-            targets.append(diff.path)
-        else:
-            targets += [f"{diff.path}::{name}" for name in names]
-    git(repo, "apply", "--include=tests/*", *excludes, str(patch))
-    before = run_tests(repo, targets, timeout)
-    wrong = [f for f in before.failed if f.split(": ", 1)[-1].startswith(WRONG_REASONS)]
-    if before.errors or before.returncode not in (0, 1) or not before.tests:
-        result.problems.append(f"tests do not run on unpatched verl: {before.errors or before.output[-1500:]}")
-    elif not before.failed:
-        result.problems.append(f"tests pass on unpatched verl ({before.tests} tests): they do not show the bug")
-    elif wrong:
-        result.problems.append(f"tests fail before for the wrong reason: {wrong}")
-    else:
-        result.notes.append(f"fails-before ({len(before.failed)}/{before.tests}: {before.failed[0]})")
-    git(repo, "apply", "--exclude=tests/*", str(patch))
-    after = run_tests(repo, targets, timeout)
-    if after.returncode or after.failed or after.errors:
-        result.problems.append(f"tests fail after the patch: {after.failed + after.errors or after.output[-1500:]}")
-    else:
-        result.notes.append(f"passes-after ({after.tests}/{after.tests})")
-    if pinned and body.exists() and result.ok:
+    whole = ctx.source is not None
+    targets = test_targets(repo, read_patch(applied), alone, whole)
+    alone_paths = {f.path for f in alone}
+    existing = [t for t in targets if (repo / t).exists() and t not in alone_paths]
+    unpatched = run_tests(repo, existing, ctx.timeout) if whole and existing else None
+    git(repo, "apply", "--include=tests/*", *excludes, str(applied))
+    before = run_tests(repo, targets, ctx.timeout)
+    judge_before(result, before, unpatched)
+    git(repo, "apply", "--exclude=tests/*", str(applied))
+    after = run_tests(repo, targets, ctx.timeout)
+    judge_after(result, after, unpatched)
+    if whole:
+        result.notes.append(
+            f"whole files: unpatched {unpatched.counts() if unpatched else 'new'} · tests only {before.counts()}"
+            f" · fixed {after.counts()}"
+        )
+        result.problems += verl_ci_problems(repo, ctx, parsed, patch, result)
+    body = patch.with_suffix(".md")
+    if ctx.verify_counts and body.exists() and result.ok:
         stated_before, stated_after = stated_counts(body_sections(body.read_text()).get("Test", ""))
-        if stated_before != (len(before.failed), before.passed) or stated_after != after.tests:
+        if stated_before != (len(before.failed), before.passed) or stated_after != after.passed:
             result.problems.append(
                 f"body states before {stated_before}, after {stated_after}; the runs gave "
-                f"{(len(before.failed), before.passed)}, {after.tests}"
+                f"{(len(before.failed), before.passed)}, {after.passed}"
             )
     return result
 
 
-def check_series(base: Path, patches: list[Path], work: Path) -> Result:
+def load_verl_ci():
+    """``verl_ci.py`` beside this file (it needs PyYAML; only a source-tree check uses it)."""
+    if "upstream_verl_ci" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("upstream_verl_ci", HERE / "verl_ci.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["upstream_verl_ci"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["upstream_verl_ci"]
+
+
+def verl_ci_problems(repo: Path, ctx: Context, parsed: Patch, patch: Path, result: Result) -> list[str]:
+    """verl's CI steps on the patched tree (verl_ci.py); their verdicts go to ``result``'s notes or problems."""
+    verl_ci = load_verl_ci()
+    body = patch.with_suffix(".md").read_text() if patch.with_suffix(".md").exists() else ""
+    base_commit = git(ctx.base, "rev-parse", "HEAD").stdout.strip()
+    verdicts = verl_ci.ci_verdicts(
+        repo, base_commit, parsed.subject, body, [f.path for f in parsed.files], ctx.base_hooks
+    )
+    result.notes.append("verl CI: " + ", ".join(f"{v.name} {'ok' if v.ok else 'FAIL'}" for v in verdicts))
+    result.notes += [f"{v.name}: {v.detail}" for v in verdicts if v.ok and v.detail]
+    return [f"verl CI {v.name}: {v.detail}" for v in verdicts if not v.ok]
+
+
+def check_series(base: Path, patches: list[Path], work: Path, wheel: bool = True) -> Result:
     """All patches together, in order, on one copy: they must not conflict with each other."""
     result = Result("series")
     repo = clone(base, work, "series")
-    for patch in patches:
+    for patch in [wheel_variant(p) if wheel else p for p in patches]:
         excludes = [f"--exclude={f.path}" for f in standalone_files(repo, read_patch(patch))]
         done = git(repo, "apply", *excludes, str(patch))
         if done.returncode:
@@ -481,13 +598,33 @@ def installed_verl() -> Source:
     return Source(package=package, tests=None, version=version)
 
 
-def verl_source(root: Path) -> Source:
-    """A verl source tree (a checkout, or an unpacked sdist): ``root/verl`` and, if there, ``root/tests``."""
+def export_ref(git_dir: Path, ref: str, into: Path) -> Path:
+    """A work tree of ``ref`` from a (bare) git repository, e.g. the ``fetch`` tool's mirror of verl."""
+    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", ref], capture_output=True, check=True)
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def tree_commit(root: Path, git_dir: Path | None, ref: str) -> str:
+    where = ["--git-dir", str(git_dir)] if git_dir else ["-C", str(root)]
+    done = subprocess.run(["git", *where, "rev-parse", f"{ref}^{{commit}}"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def verl_source(root: Path, ref: str = "HEAD", scratch: Path | None = None) -> Source:
+    """A verl source tree (a checkout, or an unpacked sdist): ``root/verl`` and, if there, ``root/tests``. A bare
+    git repository (``root/HEAD`` and ``root/objects``) is exported at ``ref`` into ``scratch`` first."""
+    git_dir = root if (root / "objects").is_dir() and (root / "HEAD").is_file() else None
+    commit = tree_commit(root, git_dir, ref)
+    if git_dir is not None:
+        root = export_ref(git_dir, ref, (scratch or Path(tempfile.mkdtemp(prefix="verl-src-"))) / "verl")
     package = root / "verl"
     if not (package / "version" / "version").exists():
         raise SystemExit(f"upstream-check: {root} is not a verl source tree (no verl/version/version)")
     tests = root / "tests" if (root / "tests").is_dir() else None
-    return Source(package=package, tests=tests, version=(package / "version" / "version").read_text().strip())
+    version = (package / "version" / "version").read_text().strip()
+    return Source(package=package, tests=tests, version=version, root=root, commit=commit)
 
 
 def check_all(
@@ -496,13 +633,18 @@ def check_all(
     with tempfile.TemporaryDirectory(prefix="upstream-check-") as tmp:
         work = Path(tmp)
         base = make_base_repo(source, work)
+        ctx = Context(base=base, work=work, timeout=timeout, verify_counts=source.commit == TARGET_COMMIT)
+        if source.root is not None:
+            verl_ci = load_verl_ci()
+            ctx.source = source
+            ctx.base_hooks = verl_ci.base_hook_results(clone(base, work, "hooks"), verl_ci.local_hooks(base))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(check_patch, base, p, work, timeout, source.pinned) for p in patches]
+            futures = [pool.submit(check_patch, base, p, work, timeout, context=ctx) for p in patches]
             if evidence:
                 futures.append(pool.submit(check_evidence, base, list(evidence), work, timeout, source.pinned))
             done = [future.result() for future in futures]
         results = [r for item in done for r in (item if isinstance(item, list) else [item])]
-        return [*results, check_series(base, patches, work)]
+        return [*results, check_series(base, patches, work, wheel=source.root is None)]
 
 
 def report(result: Result) -> str:
@@ -514,7 +656,8 @@ def report(result: Result) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--patches", type=Path, default=HERE, help="folder of NNNN-*.patch files and NNNN-*.md bodies")
-    parser.add_argument("--verl-src", type=Path, default=None, help="a verl source tree (default: the installed verl)")
+    parser.add_argument("--verl-src", type=Path, default=None, help="a verl source tree or bare git repository")
+    parser.add_argument("--verl-ref", default="HEAD", help="the commit to check in a bare --verl-src (default HEAD)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="patches checked at once")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per pytest run")
     args = parser.parse_args(argv)
@@ -522,10 +665,12 @@ def main(argv: list[str] | None = None) -> int:
     if not patches:
         print(f"upstream-check: no NNNN-*.patch in {args.patches}", file=sys.stderr)
         return 1
-    source = verl_source(args.verl_src) if args.verl_src else installed_verl()
     evidence = sorted((args.patches / "evidence").glob("test_*.py"))
-    print(f"upstream-check: verl {source.version} from {source.package.parent}", flush=True)
-    results = check_all(source, patches, evidence, jobs=args.jobs, timeout=args.timeout)
+    with tempfile.TemporaryDirectory(prefix="verl-src-") as scratch:
+        source = verl_source(args.verl_src, args.verl_ref, Path(scratch)) if args.verl_src else installed_verl()
+        commit = f" at {source.commit}" if source.commit else ""
+        print(f"upstream-check: verl {source.version} from {source.package.parent}{commit}", flush=True)
+        results = check_all(source, patches, evidence, jobs=args.jobs, timeout=args.timeout)
     for result in results:
         print(report(result), flush=True)
     return 0 if all(r.ok for r in results) else 1
