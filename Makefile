@@ -70,10 +70,10 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 
 # --- upstream/: our verl fixes as verl PRs against verl 0.9.1 (UPSTREAM.md). `make test` runs this check too
-# (tests/upstream/test_check.py). VERL_SRC=<verl checkout> checks the patches against that source tree instead.
+# (tests/upstream/test_check.py). VERL_SRC=<verl checkout, or bare git dir with VERL_REF=main> runs verl's CI steps too.
 .PHONY: upstream-check
 upstream-check: install  ## each upstream patch: verl's title/template rules, applies, its tests fail before, pass after
-	$(PY) upstream/check.py $(if $(VERL_SRC),--verl-src $(VERL_SRC))
+	$(PY) upstream/check.py $(if $(VERL_SRC),--verl-src $(VERL_SRC)) $(if $(VERL_REF),--verl-ref $(VERL_REF))
 
 # --- the CPU demo (demo/demo.py): tiny model, verl's own SFT trainer and main_ppo on CPU; < 10 min on 2 cores.
 DEMO_OUT ?= demo_out

@@ -1,0 +1,1 @@
+from verl.utils.tokenizer.continuous_token import ContinuousTokenBuilder
