@@ -29,7 +29,6 @@ from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.subprocess_backend import child_env
 from agentrl_sandbox.types import ExecResult, SandboxError, classify, status_message
 
-SANDBOX_PYTHON = runtime_env.INTERPRETER  # Debian's python3: under /usr, readable by the sandbox uid (pyenv's is not)
 SANDBOX_UID = 65534  # nobody, when the host process is root
 SOCKET_DIR = "/run/agentrl"  # inside the sandbox
 SCRIPT_DIR = "/opt/agentrl"
@@ -49,7 +48,7 @@ FIX = "run `make install` (installs bubblewrap via apt-get) or `apt-get install 
 
 def site_dirs(runtime: str = runtime_env.DEFAULT_RUNTIME) -> list[str]:
     """The sandbox runtime's site-packages (bound read-only); SandboxError naming its build when unusable."""
-    return [str(runtime_env.load(runtime, python=SANDBOX_PYTHON).site_dir)]
+    return [str(runtime_env.load(runtime).site_dir)]
 
 
 def host_ids() -> tuple[int | None, int | None]:
@@ -75,10 +74,9 @@ def preflight() -> str:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxError(f"bubblewrap (bwrap) is not installed; the local sandbox refuses to run without it: {FIX}")
-    if not os.access(SANDBOX_PYTHON, os.X_OK):
-        raise SandboxError(
-            f"{SANDBOX_PYTHON} (Debian's python3) is missing: run `make install` (apt-get install python3)"
-        )
+    python = runtime_env.interpreter()  # Debian's python3 or $AGENTRL_SANDBOX_PYTHON: under /usr (bound read-only)
+    if not os.access(python, os.X_OK):
+        raise SandboxError(f"the sandbox interpreter {python} is missing: run `make install` (apt-get install python3)")
     return bwrap
 
 
@@ -126,7 +124,7 @@ class BwrapCommand:
             "oneshot_fd": oneshot_fd,
         }
         self.extra_fds = [] if oneshot_fd is None else [oneshot_fd]  # passed to bwrap, owned by the caller
-        argv += ["--", SANDBOX_PYTHON, "-I", "-B", f"{SCRIPT_DIR}/{SCRIPTS[0]}", json.dumps(settings)]
+        argv += ["--", runtime_env.interpreter(), "-I", "-B", f"{SCRIPT_DIR}/{SCRIPTS[0]}", json.dumps(settings)]
         self.argv = drop_to_sandbox_user(argv)
 
     def _bind_scripts(self) -> list[str]:

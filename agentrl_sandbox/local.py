@@ -24,7 +24,6 @@ from agentrl_sandbox import runtime_env, userns
 from agentrl_sandbox.bwrap import (
     FIX,
     REPLY_SLACK_S,
-    SANDBOX_PYTHON,
     SOCKETS,
     BwrapCommand,
     encode_request,
@@ -116,7 +115,7 @@ class LocalSandbox(Sandbox):
             await self._kill()
             failed = "; ".join(f"{name}: {error}" for name, error in ready["preload_failed"].items())
             raise SandboxError(
-                f"the sandbox's Python ({SANDBOX_PYTHON} {ready.get('python')}) cannot import {failed}; "
+                f"the sandbox's Python ({runtime_env.interpreter()} {ready.get('python')}) cannot import {failed}; "
                 f"{runtime_env.fix(self.cfg.runtime)}"
             )
         self._info = {"python": ready.get("python"), "preloaded": ready.get("preloaded", [])}

@@ -1,9 +1,9 @@
 """The sandbox's own Python environments: what model-written code may import, independent of the training venv.
 
-The local backend runs Debian's ``/usr/bin/python3`` (under ``/usr``, so the sandbox uid can read it; a pyenv/conda
-interpreter under a 0700 home cannot be bound). Its packages must be built for *that* interpreter's version, not the
-venv's: a 3.12 venv's numpy does not import in a 3.11 interpreter. So ``make install`` runs
-``python -m agentrl_sandbox.runtime_env build``, which pip-installs the pinned wheels of the chosen runtime's
+The local backend runs Debian's ``/usr/bin/python3`` or ``$AGENTRL_SANDBOX_PYTHON`` (under ``/usr``, so the sandbox
+uid can read it; a pyenv/conda interpreter under a 0700 home cannot be bound). Its packages must be built for *that*
+interpreter's version, not the venv's: a 3.12 venv's numpy does not import in a 3.11 interpreter. So ``make install``
+runs ``python -m agentrl_sandbox.runtime_env build``, which pip-installs the pinned wheels of the chosen runtime's
 requirements file for the interpreter's version into ``<venv>/agentrl-sandbox/<runtime>/site-packages``
 (``AGENTRL_SANDBOX_RUNTIME_DIR`` moves ``<venv>/agentrl-sandbox``), checks that the pins are closed under their own
 requirements, byte-compiles them with that interpreter and writes ``manifest.json`` last. The build is idempotent
@@ -55,7 +55,14 @@ from agentrl_sandbox.config import (
 )
 from agentrl_sandbox.types import SandboxError
 
-INTERPRETER = "/usr/bin/python3"  # Debian's interpreter: under /usr, readable by the sandbox uid
+# The interpreter the sandbox runs: Debian's python3 by default. AGENTRL_SANDBOX_PYTHON names another one (RHEL/Rocky
+# 9's /usr/bin/python3 is 3.9, too old for the pins: `dnf install python3.11`, then /usr/bin/python3.11). It must lie
+# under /usr, the only host tree bwrap binds into the sandbox (a pyenv/conda/module interpreter elsewhere is refused).
+ENV_SANDBOX_PYTHON = "AGENTRL_SANDBOX_PYTHON"
+INTERPRETER = "/usr/bin/python3"  # the default: under /usr, readable by the sandbox uid
+BOUND_TREE = "/usr"
+# The oldest Python the runtimes' requirement files pin packages for (runtime_requirements*.txt markers).
+MIN_PYTHON = (3, 10)
 HERE = Path(__file__).parent
 REQUIREMENTS = {"sandboxfusion": HERE / "runtime_requirements.txt", "modern": HERE / "runtime_requirements_modern.txt"}
 assert set(REQUIREMENTS) == set(RUNTIMES), "agentrl_sandbox.config.RUNTIMES and runtime_env.REQUIREMENTS disagree"
@@ -169,13 +176,33 @@ def pins_for(runtime: str, python_version: str) -> tuple[str, ...]:
     if missing:
         raise SandboxError(
             f"the {runtime} sandbox runtime has no pins of {', '.join(missing)} for Python {python_version} "
-            f"({path.name} covers the python_version markers it lists): use a /usr/bin/python3 it covers"
+            f"({path.name} covers the python_version markers it lists): {_way_out(interpreter())}"
         )
     return pins
 
 
-def interpreter_version(python: str = INTERPRETER) -> str:
-    """``X.Y`` of ``python``; SandboxError when it cannot run."""
+def interpreter() -> str:
+    """The sandbox's interpreter: ``$AGENTRL_SANDBOX_PYTHON``, else :data:`INTERPRETER`."""
+    return os.environ.get(ENV_SANDBOX_PYTHON) or INTERPRETER
+
+
+def _way_out(python: str) -> str:
+    return (
+        f"set {ENV_SANDBOX_PYTHON} to a Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]} under {BOUND_TREE} (e.g. an "
+        f"administrator's `dnf install python3.11` gives /usr/bin/python3.11), or run the sandbox on another machine "
+        f"(`agentrl-sandbox serve` there, SANDBOX_URL=http://<it>:8080)"
+    )
+
+
+def interpreter_version(python: str | None = None) -> str:
+    """``X.Y`` of the sandbox interpreter (``python``, default :func:`interpreter`); SandboxError when it is outside
+    /usr, cannot run, or is older than :data:`MIN_PYTHON` (no runtime pins packages for it)."""
+    python = python or interpreter()
+    if python == interpreter() and not os.path.realpath(python).startswith(BOUND_TREE + "/"):
+        raise SandboxError(
+            f"the sandbox interpreter {python} is not under {BOUND_TREE}, the only host tree the sandbox binds: "
+            + _way_out(python)
+        )
     try:
         out = subprocess.run(
             [python, "-I", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
@@ -185,18 +212,25 @@ def interpreter_version(python: str = INTERPRETER) -> str:
             check=True,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise SandboxError(f"the sandbox interpreter {python} does not run ({exc}); apt-get install python3") from exc
-    return out.stdout.strip()
+        raise SandboxError(
+            f"the sandbox interpreter {python} does not run ({exc}): apt-get install python3, or " + _way_out(python)
+        ) from exc
+    version = out.stdout.strip()
+    if tuple(int(p) for p in version.split(".")) < MIN_PYTHON:
+        raise SandboxError(f"the sandbox interpreter {python} is Python {version}, too old for the sandbox's "
+                           f"packages: " + _way_out(python))  # fmt: skip
+    return version
 
 
 def load(
     runtime: str = DEFAULT_RUNTIME,
     root: Path | None = None,
-    python: str = INTERPRETER,
+    python: str | None = None,
     pins: Sequence[str] | None = None,
 ) -> RuntimeEnv:
     """``runtime``'s environment (at ``root``), checked against ``python``'s version and the pins; SandboxError if
     unusable."""
+    python = python or interpreter()
     root = default_root(runtime) if root is None else Path(root)
     path = root / MANIFEST
     if not path.is_file():
@@ -271,7 +305,7 @@ def remove_legacy(base: Path) -> None:
 def build(
     runtime: str = DEFAULT_RUNTIME,
     root: Path | None = None,
-    python: str = INTERPRETER,
+    python: str | None = None,
     pins: Sequence[str] | None = None,
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
 ) -> tuple[RuntimeEnv, bool]:
@@ -279,6 +313,7 @@ def build(
     the pins are not closed under their requirements (nothing is installed then)."""
     if root is None:
         remove_legacy(base_dir())
+    python = python or interpreter()
     root = default_root(runtime) if root is None else Path(root)
     version = interpreter_version(python)
     wanted = tuple(pins_for(runtime, version) if pins is None else pins)

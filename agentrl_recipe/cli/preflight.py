@@ -220,7 +220,7 @@ def check_runtime(sandbox: SandboxConfig, python_version: str | None) -> Result:
     """The local sandbox's Python runtime against SandboxFusion's (Python 3.10 with its pins): a warning, never a
     failure — the run works, but the tool output the policy sees may differ from the paper's (numpy 2's reprs)."""
     if python_version is None:
-        return Result("runtime", True, f"{sandbox.runtime}: {runtime_env.INTERPRETER} does not run", warn=True)
+        return Result("runtime", True, f"{sandbox.runtime}: {runtime_env.interpreter()} does not run", warn=True)
     where = f"{sandbox.runtime} runtime on Python {python_version}"
     gaps = runtime_env.sandboxfusion_gaps(sandbox.runtime, python_version)
     if not gaps:

@@ -7,12 +7,17 @@ library only. The checks that can fail come before the long steps, each stopping
    never installed; the GPU stack is installed anyway and the run ends non-zero with that command;
 2. the driver: ``CUDA=`` or, by default, the CUDA version the driver supports (libcuda's ``cuDriverGetVersion``, which
    honours NVIDIA's forward-compatibility package, else ``nvidia-smi``) picks the stack (:mod:`.gpu_variants`);
-   a driver too old for it stops here;
+   a driver too old for it stops here; so does a stack whose hosts do not answer (the 12.x stacks need PyTorch's
+   index and vLLM's GitHub release besides PyPI): before anything is downloaded, naming the hosts and the way out;
 3. the flash-attn toolchain (unless ``FLASH_ATTN_WHEEL``): nvcc with torch's CUDA major, g++ and Python's headers;
 4. torch, then torch itself on the GPU (its CUDA build, a tensor on the device);
 5. vLLM, cupy and this package with its pins;
-6. flash-attn (the wheel given, or built: ``MAX_JOBS`` bounds the compiler's memory; ~30-60 min on 16+ cores), then
+6. flash-attn (the wheel given, or built: ``MAX_JOBS`` bounds the compiler's memory; ~30-60 min on 16+ cores, for the
+   GPUs' own architecture only: ``FLASH_ATTN_CUDA_ARCHS`` from ``nvidia-smi``'s compute capability unless set), then
    its CUDA extension imported; then the sandbox's own Python packages.
+
+``--dry-run`` (``make install-gpu DRY_RUN=1``) runs checks 1-3 and prints the plan (every pip command, the flash-attn
+architectures), installing and downloading nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ from agentrl_recipe.gpu_install.variants import MIN_DRIVER, Variant
 FLASH_ATTN_PIN = "flash-attn==2.8.3"  # no wheel for torch 2.13 is published: built here unless FLASH_ATTN_WHEEL
 BUILD_TOOLS = ("ninja", "packaging", "wheel")  # flash-attn's setup.py imports them (--no-build-isolation)
 SYSTEM_PACKAGES = {"bubblewrap": "bwrap", "python3": "/usr/bin/python3"}  # apt package -> what it provides
+# flash-attn 2.8.3 compiles sm_80/90/100/120 by default (its setup.py's FLASH_ATTN_CUDA_ARCHS): an sm_X0 binary runs on
+# every X.y GPU, so the build needs only the node's majors (H100 9.0 -> "90", A100 8.0 / L40S 8.9 -> "80").
+FLASH_ATTN_ARCHS = {8: "80", 9: "90", 10: "100", 12: "120"}
+FLASH_ATTN_ARCHS_ENV = "FLASH_ATTN_CUDA_ARCHS"
+# agentrl_sandbox.runtime_env.ENV_SANDBOX_PYTHON, spelled out: this module runs before the venv has packaging.
+ENV_SANDBOX_PYTHON = "AGENTRL_SANDBOX_PYTHON"
 STAMP = ".install-gpu-stamp"
 FORWARD_COMPAT = "NVIDIA's forward-compatibility package (docs/cluster.md#forward-compatibility)"
 
@@ -68,8 +79,11 @@ def say(message: str) -> None:
 
 
 def missing_system_packages() -> list[str]:
-    """The apt packages of :data:`SYSTEM_PACKAGES` whose file or command is absent."""
-    return [pkg for pkg, provides in SYSTEM_PACKAGES.items() if not _present(provides)]
+    """The apt packages of :data:`SYSTEM_PACKAGES` whose file or command is absent (``$AGENTRL_SANDBOX_PYTHON``, when
+    set, stands for Debian's python3: the sandbox runs that interpreter instead)."""
+    sandbox_python = os.environ.get(ENV_SANDBOX_PYTHON)
+    wanted = {**SYSTEM_PACKAGES, **({"python3": sandbox_python} if sandbox_python else {})}
+    return [pkg for pkg, provides in wanted.items() if not _present(provides)]
 
 
 def _present(provides: str) -> bool:
@@ -156,6 +170,65 @@ def choose_variant(cuda: str | None, driver: Driver) -> Variant:
     if cuda not in table:
         raise InstallError(f"CUDA={cuda} is not a stack this recipe installs; choose one of {', '.join(table)}")
     return table[cuda]
+
+
+def unreachable_hosts(variant: Variant) -> list[str]:
+    """The hosts ``variant`` downloads from that do not answer here (one HEAD request each)."""
+    return gpu_variants.unreachable(variant)
+
+
+def reachability_problem(variant: Variant, down: Sequence[str], driver: Driver) -> str:
+    """The one line for a stack whose hosts do not answer: which, and the ways out for this driver."""
+    pypi_only = "13.0"
+    if variant.name != pypi_only and driver.cuda is not None and driver.cuda[0] >= 13:
+        way = f"CUDA={pypi_only} (PyPI only)"
+    elif variant.name != pypi_only:
+        way = f"a driver >= {MIN_DRIVER[13]} (R580) or {FORWARD_COMPAT}, then CUDA={pypi_only} (PyPI only)"
+    else:
+        way = "PIP_INDEX_URL=<a PyPI mirror this node reaches>"
+    return (
+        f"the CUDA {variant.name} stack downloads from {', '.join(variant.hosts())} but this node cannot reach "
+        f"{', '.join(down)}: set HTTPS_PROXY (or PIP_INDEX_URL for PyPI) to a proxy/mirror that serves them, or use "
+        f"{way}; nothing was downloaded"
+    )
+
+
+def compute_capabilities() -> list[tuple[int, int]]:
+    """The visible GPUs' compute capabilities (``nvidia-smi --query-gpu=compute_cap``), [] when unknown."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = re.findall(r"^\s*(\d+)\.(\d+)\s*$", out, re.M)
+    return sorted({(int(major), int(minor)) for major, minor in found})
+
+
+def flash_attn_archs(capabilities: Sequence[tuple[int, int]]) -> str | None:
+    """``FLASH_ATTN_CUDA_ARCHS`` for these GPUs ("90"), or None (flash-attn's default list) when any is unknown to
+    it or none was detected; InstallError for a GPU older than Ampere, which flash-attn 2 does not run on."""
+    if not capabilities:
+        return None
+    old = [f"{major}.{minor}" for major, minor in capabilities if major < 8]
+    if old:
+        raise InstallError(f"GPU compute capability {', '.join(old)}: flash-attn 2 needs Ampere (8.0) or newer")
+    archs = [FLASH_ATTN_ARCHS.get(major) for major, _ in capabilities]
+    return None if None in archs else ";".join(sorted(set(filter(None, archs)), key=int))
+
+
+def flash_attn_build_env() -> dict[str, str]:
+    """The flash-attn build's architectures: the user's ``FLASH_ATTN_CUDA_ARCHS``, else the GPUs' (empty: its own)."""
+    if os.environ.get(FLASH_ATTN_ARCHS_ENV):
+        return {FLASH_ATTN_ARCHS_ENV: os.environ[FLASH_ATTN_ARCHS_ENV]}
+    archs = flash_attn_archs(compute_capabilities())
+    return {FLASH_ATTN_ARCHS_ENV: archs} if archs else {}
 
 
 # --- 3. flash-attn toolchain ------------------------------------------------------------------------------------------
@@ -279,27 +352,55 @@ def cpu_builds() -> list[str]:
     return found
 
 
-def install(variant: Variant, flash_attn_wheel: str | None, max_jobs: int, on_gpu: bool) -> None:
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One command of the install, with the environment it adds."""
+
+    label: str
+    cmd: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def plan(variant: Variant, flash_attn_wheel: str | None, max_jobs: int, replaced: Sequence[str]) -> list[Step]:
+    """Every command of steps 4-6, in order (the torch check runs after the step labelled ``torch``)."""
     pins, index = list(variant.torch_reqs), gpu_variants.index_args(variant)
+    steps = []
+    if replaced:
+        steps.append(Step("cpu-builds", (sys.executable, "-m", "pip", "uninstall", "-y", *replaced)))
+    steps += [Step("pip", tuple(pip("-q", gpu_variants.PIP_PIN))), Step("torch", tuple(pip(*index, *pins)))]
+    extra_reqs = [] if "gpu" in variant.extras.split(",") else [variant.vllm_req, variant.cupy_req]
+    steps.append(Step("stack", tuple(pip(*index, *pins, "-e", f"{gpu_variants.REPO}[{variant.extras}]", *extra_reqs))))
+    if flash_attn_wheel:
+        steps.append(Step("flash-attn", tuple(pip(*index, *pins, flash_attn_wheel))))
+    else:
+        build_env = {"MAX_JOBS": str(max_jobs), **flash_attn_build_env()}
+        steps.append(Step("build-tools", tuple(pip(*index, *pins, *BUILD_TOOLS))))
+        cmd = tuple(pip(*index, *pins, FLASH_ATTN_PIN, "--no-build-isolation"))
+        steps.append(Step("flash-attn", cmd, tuple(sorted(build_env.items()))))
+    return steps
+
+
+def describe_plan(steps: Sequence[Step]) -> list[str]:
+    """The plan as the lines a dry run prints (``KEY=value`` before a command that adds them)."""
+    return [" ".join([*(f"{k}={shlex.quote(v)}" for k, v in step.env), shlex.join(step.cmd)]) for step in steps]
+
+
+def install(variant: Variant, flash_attn_wheel: str | None, max_jobs: int, on_gpu: bool) -> None:
     say(f"4/6 torch {gpu_variants.TORCH_VERSION} for CUDA {variant.torch_cuda}")
     replaced = cpu_builds()
     if replaced:
         say(f"  removing this venv's CPU builds ({', '.join(replaced)}, from `make install`): the GPU stack replaces")
-        run([sys.executable, "-m", "pip", "uninstall", "-y", *replaced])
-    run(pip("-q", gpu_variants.PIP_PIN))
-    run(pip(*index, *pins))
-    problem = torch_check(variant, on_gpu)
-    if problem:
-        raise InstallError(problem)
-    say(f"5/6 vLLM {gpu_variants.VLLM_VERSION}, {variant.cupy_req}, this package ([{variant.extras}])")
-    extra_reqs = [] if "gpu" in variant.extras.split(",") else [variant.vllm_req, variant.cupy_req]
-    run(pip(*index, *pins, "-e", f"{gpu_variants.REPO}[{variant.extras}]", *extra_reqs))
-    say("6/6 flash-attn " + (f"from {flash_attn_wheel}" if flash_attn_wheel else f"build (MAX_JOBS={max_jobs})"))
-    if flash_attn_wheel:
-        run(pip(*index, *pins, flash_attn_wheel))
-    else:
-        run(pip(*index, *pins, *BUILD_TOOLS))
-        run(pip(*index, *pins, FLASH_ATTN_PIN, "--no-build-isolation"), env={**os.environ, "MAX_JOBS": str(max_jobs)})
+    for step in plan(variant, flash_attn_wheel, max_jobs, replaced):
+        if step.label == "stack":
+            say(f"5/6 vLLM {gpu_variants.VLLM_VERSION}, {variant.cupy_req}, this package ([{variant.extras}])")
+        if step.label == "flash-attn":
+            built = "build (" + ", ".join(f"{k}={v}" for k, v in step.env) + ")"
+            say("6/6 flash-attn " + (f"from {flash_attn_wheel}" if flash_attn_wheel else built))
+        run(step.cmd, env={**os.environ, **dict(step.env)} if step.env else None)
+        if step.label == "torch":
+            problem = torch_check(variant, on_gpu)
+            if problem:
+                raise InstallError(problem)
     problem = flash_attn_import_problem() if on_gpu else None
     if problem:
         raise InstallError(f"{problem}: rebuild it (`pip uninstall -y flash-attn`, then `make install-gpu`)")
@@ -310,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cuda", choices=list(gpu_variants.variants()), help="default: what the driver supports")
     parser.add_argument("--flash-attn-wheel", help="a prebuilt flash-attn wheel (path or URL) instead of the build")
     parser.add_argument("--max-jobs", type=int, default=8, help="flash-attn build jobs (memory: ~4 GB each)")
+    parser.add_argument("--dry-run", action="store_true", help="the checks, then the plan: nothing is installed")
     args = parser.parse_args(argv)
     try:
         return _install(args)
@@ -334,11 +436,19 @@ def _install(args: argparse.Namespace) -> int:
         raise InstallError(problem)
     if driver.cuda is None:
         say("  driver check skipped (no driver here): `make preflight` checks it on the GPU node")
+    down = unreachable_hosts(variant)
+    if down:
+        raise InstallError(reachability_problem(variant, down, driver))
     if not args.flash_attn_wheel:
         problems = toolchain_problems(variant.cuda_major)
         say("3/6 flash-attn toolchain: " + ("; ".join(problems) if problems else "nvcc, g++, Python headers found"))
         if problems:
             raise InstallError(f"cannot build flash-attn: {'; '.join(problems)} (or pass FLASH_ATTN_WHEEL=<wheel>)")
+    if args.dry_run:
+        for line in describe_plan(plan(variant, args.flash_attn_wheel, args.max_jobs, cpu_builds())):
+            print("  would run: " + line, flush=True)
+        say(f"dry run: the CUDA {variant.name} stack resolves to the plan above; nothing installed")
+        return 0
     stamp = stamp_path()
     key = stamp_key(variant, args.flash_attn_wheel)
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:

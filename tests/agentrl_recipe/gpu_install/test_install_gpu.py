@@ -34,6 +34,8 @@ def recorded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]
     monkeypatch.setattr(install_gpu, "flash_attn_import_problem", lambda: None)
     monkeypatch.setattr(install_gpu, "toolchain_problems", lambda major: [])
     monkeypatch.setattr(install_gpu, "missing_system_packages", lambda: [])
+    monkeypatch.setattr(install_gpu, "unreachable_hosts", lambda variant: [])  # every index answers
+    monkeypatch.setattr(install_gpu, "compute_capabilities", lambda: [])
     return calls
 
 
