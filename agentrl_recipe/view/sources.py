@@ -1,0 +1,119 @@
+"""What a folder holds for the viewer: training runs (file-logger ``metrics.jsonl``, the trajectory dump
+``step_<N>.jsonl``), eval runs (``rollouts.jsonl`` with ``report.json``), or both (the demo's output folder).
+
+Each piece that is absent becomes one line in :attr:`Inputs.notes`; nothing absent is an error unless the folder holds
+nothing at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agentrl_recipe.view import records
+
+METRICS_FILE = "metrics.jsonl"  # verl's file logger (VERL_FILE_LOGGER_PATH; the demo's runs/<stage>/metrics.jsonl)
+EVAL_DUMP = "rollouts.jsonl"  # agentrl_recipe.eval.runner.DUMP_FILE
+EVAL_REPORT = "report.json"
+STEP_FILE = re.compile(r"^step_(\d+)\.jsonl$")  # agentrl_recipe.training.trajectory_dump.STEP_FILE
+MAX_DEPTH = 4
+
+
+@dataclasses.dataclass
+class StepFile:
+    """One (run, step) of trajectories on disk."""
+
+    run: str
+    step: str
+    path: Path
+    kind: str  # "train" | "eval"
+
+    def read(self) -> Iterator[dict[str, Any]]:
+        convert = records.from_training if self.kind == "train" else records.from_eval
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield convert(json.loads(line), self.run)
+
+
+@dataclasses.dataclass
+class Inputs:
+    root: Path
+    metrics: dict[str, dict[int, dict[str, Any]]] = dataclasses.field(default_factory=dict)  # run -> step -> metrics
+    steps: list[StepFile] = dataclasses.field(default_factory=list)
+    reports: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # eval run -> report.json
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def _files(root: Path, name: str | re.Pattern[str]) -> list[Path]:
+    """``*.jsonl`` files named ``name`` (or matching it) under ``root``, at most :data:`MAX_DEPTH` folders deep."""
+    found = []
+    for path in sorted(root.rglob("*.jsonl")):
+        named = bool(name.match(path.name)) if isinstance(name, re.Pattern) else path.name == name
+        if named and len(path.relative_to(root).parts) <= MAX_DEPTH + 1:
+            found.append(path)
+    return found
+
+
+def _run_name(root: Path, folder: Path) -> str:
+    rel = folder.relative_to(root).as_posix()
+    return root.name if rel == "." else rel
+
+
+def read_metrics(path: Path) -> dict[int, dict[str, Any]]:
+    """verl's file-logger lines (``{"step": N, "data": {...}}``) merged by step; a torn last line is skipped."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "step" in record and isinstance(record.get("data"), dict):
+            by_step.setdefault(int(record["step"]), {}).update(record["data"])
+    return by_step
+
+
+def _train_run_folder(step_file: Path) -> Path:
+    folder = step_file.parent
+    return folder.parent if folder.name == "trajectories" else folder
+
+
+def discover(root: Path) -> Inputs:
+    """Every input under ``root`` (up to :data:`MAX_DEPTH` folders deep)."""
+    root = root.resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: not a folder")
+    found = Inputs(root=root)
+    for path in _files(root, METRICS_FILE):
+        found.metrics[_run_name(root, path.parent)] = read_metrics(path)
+    step_files = _files(root, STEP_FILE)
+    for path in step_files:
+        match = STEP_FILE.match(path.name)
+        assert match is not None
+        run = _run_name(root, _train_run_folder(path))
+        found.steps.append(StepFile(run=run, step=str(int(match.group(1))), path=path, kind="train"))
+    found.steps.sort(key=lambda s: (s.run, int(s.step)))
+    for path in _files(root, EVAL_DUMP):
+        run = _run_name(root, path.parent)
+        found.steps.append(StepFile(run=run, step=run, path=path, kind="eval"))
+        report = path.parent / EVAL_REPORT
+        if report.is_file():
+            found.reports[run] = json.loads(report.read_text(encoding="utf-8"))
+    if not found.metrics and not found.steps:
+        raise FileNotFoundError(
+            f"{root}: no {METRICS_FILE} (verl's file logger), no step_<N>.jsonl (agentrl.trajectory_dump) and no "
+            f"{EVAL_DUMP} (an eval run) within {MAX_DEPTH} folders"
+        )
+    if not found.metrics:
+        found.notes.append(f"no {METRICS_FILE} (trainer.logger file): the run overview has no per-step metrics")
+    if not step_files:
+        found.notes.append(
+            "no training trajectory dump (agentrl.trajectory_dump.dir): the reasoning-mode view shows eval runs only"
+        )
+    if not any(s.kind == "eval" for s in found.steps):
+        found.notes.append(f"no eval run ({EVAL_DUMP}): before/after compares training steps only")
+    return found

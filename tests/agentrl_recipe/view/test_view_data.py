@@ -1,0 +1,95 @@
+"""The viewer's data side: records, flags, the reasoning-mode table, the escaping and the size budget (no browser)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from view_fixtures import XSS_SCRIPT, eval_record, training_record, write_jsonl
+
+from agentrl_recipe.view import aggregate, page, records
+from agentrl_recipe.view.build import build_page
+from agentrl_recipe.view.sources import discover
+
+
+def test_flags_name_every_condition() -> None:
+    fields = {
+        "agentrl_reward_hack_patterns": "exit_zero,print_expected",
+        "agentrl_void_turn": True,
+        "agentrl_malformed_tool_calls": 2,
+        "agentrl_tool_infra_failure": True,
+        "overlong": True,
+        "agentrl_termination": "max_response_length",
+        "agentrl_grader_error": True,
+    }
+    assert records.flags(fields) == [
+        "hack:exit_zero", "hack:print_expected", "void_turn", "malformed", "infra_error", "overlong", "truncated",
+        "grader_error",
+    ]  # fmt: skip
+    assert records.flags({}) == []
+
+
+def test_training_record_turns_follow_the_loss_mask() -> None:
+    t = records.from_training(training_record(3, 0, calls=1, acc=False), "rl")
+    assert t["tokens"]["text"] == ["Q", ":", " a", " tool", " b"]
+    assert t["tokens"]["mask"] == [0, 0, 1, 0, 1]
+    assert [(x["role"], x["content"]) for x in t["turns"]] == [
+        ("prompt", "Q:"), ("assistant", " a"), ("tool", " tool"), ("assistant", " b"),
+    ]  # fmt: skip
+    assert t["breakdown"] == {"score": -1.0, "tool_bonus": 0.1, "overlong_penalty": 0.0, "final": -0.9}
+    assert (t["correct"], t["step"], t["response_tokens"]) == (False, "3", 2)
+
+
+def test_reasoning_mode_counts_calls_and_accuracy_by_calls() -> None:
+    rows = [
+        records.from_training(training_record(1, i, calls=c, acc=a), "rl")
+        for i, (c, a) in enumerate([(0, False), (1, True), (1, False), (2, True)])
+    ]
+    rows[2]["tool_failures"] = 1
+    (step,) = aggregate.reasoning_mode(rows)
+    assert step["by_calls"] == {
+        "0": {"trajectories": 1, "accuracy": 0.0},
+        "1": {"trajectories": 2, "accuracy": 0.5},
+        "2": {"trajectories": 1, "accuracy": 1.0},
+    }
+    assert (step["trajectories"], step["accuracy"], step["calls_mean"]) == (4, 0.5, 1.0)
+    assert step["tool_success_rate"] == 3 / 4
+
+
+def test_overview_reads_file_logger_metrics() -> None:
+    metrics = {1: {"critic/score/mean": -0.5, "reward/toy/acc": 0.25, "agentrl_tools/failure_rate": 0.2},
+               2: {"critic/score/mean": 0.1, "reward/toy/acc": 0.5}}  # fmt: skip
+    charts = {c["title"]: c for c in aggregate.overview(metrics)}
+    assert charts["reward"]["series"] == [{"label": "reward", "key": "critic/score/mean", "values": [-0.5, 0.1]}]
+    assert charts["accuracy per source"]["series"][0]["label"] == "toy"
+    assert charts["tool success rate"]["series"][0]["values"] == [0.8, None]
+    assert charts["entropy"]["series"] == []
+
+
+def test_script_json_cannot_close_the_script_element() -> None:
+    text = page.script_json({"s": XSS_SCRIPT + "</script><!--"})
+    assert "<" not in text and ">" not in text
+    assert json.loads(text) == {"s": XSS_SCRIPT + "</script><!--"}
+
+
+def test_missing_pieces_are_one_line_each(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "eval_a" / "rollouts.jsonl", [eval_record("p0", 0, correct=True)])
+    notes = discover(tmp_path).notes
+    assert len(notes) == 2
+    assert notes[0].startswith("no metrics.jsonl") and notes[1].startswith("no training trajectory dump")
+    with pytest.raises(FileNotFoundError, match="no metrics.jsonl"):
+        discover(tmp_path / "eval_a" / "missing") if False else discover(tmp_path / "empty_dir_absent")
+
+
+def test_static_page_stays_under_its_budget(tmp_path: Path) -> None:
+    big = "x" * 20_000
+    rows = [training_record(1, i, calls=1, acc=i % 2 == 0, pad=big) for i in range(200)]
+    write_jsonl(tmp_path / "run" / "trajectories" / "step_000001.jsonl", rows)
+    budget = 1_000_000
+    path, data = build_page(tmp_path / "run", tmp_path / "page.html", budget)
+    assert path.stat().st_size <= budget
+    assert len(data["trajectories"]) == 200  # every summary listed, details sampled
+    assert 0 < len(data["details"]) < 200
+    assert any(re.match(r"turns and tokens embedded for \d+ of 200", n) for n in data["notes"])
