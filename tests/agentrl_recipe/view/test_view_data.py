@@ -79,8 +79,9 @@ def test_missing_pieces_are_one_line_each(tmp_path: Path) -> None:
     notes = discover(tmp_path).notes
     assert len(notes) == 2
     assert notes[0].startswith("no metrics.jsonl") and notes[1].startswith("no training trajectory dump")
+    (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no metrics.jsonl"):
-        discover(tmp_path / "eval_a" / "missing") if False else discover(tmp_path / "empty_dir_absent")
+        discover(tmp_path / "empty")
 
 
 def test_static_page_stays_under_its_budget(tmp_path: Path) -> None:
