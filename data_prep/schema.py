@@ -66,8 +66,16 @@ def validate_code_tests(ground_truth: str, field: str = "reward_model.ground_tru
     ``fn_name`` means stdin tests, as in raw Skywork-OR1 rows), or a LeetCode assert harness ``{"import_prefix",
     "test_code", "entry_point"}`` (raw Skywork-OR1 / LeetCodeDataset,
     :mod:`agentrl_recipe.training.rewards.code.assert_tests`). Any other form is an error here, so it is rejected at
-    data prep and never reaches a reward.
+    data prep and never reaches a reward. Every failure to parse is an error of the row (a value nested too deeply
+    raises RecursionError in ``json``), never an exception out of validation.
     """
+    try:
+        return _code_test_errors(ground_truth, field)
+    except Exception as e:  # RecursionError, MemoryError, ...: the row cannot be graded
+        return [FieldError(field, f"code tests cannot be parsed ({type(e).__name__}: {e})")]
+
+
+def _code_test_errors(ground_truth: str, field: str) -> list[FieldError]:
     try:
         tests = json.loads(ground_truth)
     except (TypeError, json.JSONDecodeError) as e:

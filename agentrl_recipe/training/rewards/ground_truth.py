@@ -37,7 +37,7 @@ def decoded_list_answer(answer: Any) -> str | None:
         return None
     try:
         decoded = json.loads(answer)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         return None
     if isinstance(decoded, list) and len(decoded) == 1 and isinstance(decoded[0], str) and decoded[0].strip():
         return decoded[0].strip()
@@ -52,7 +52,7 @@ def without_null_keys(tests: Any) -> Any:
         return tests
     try:
         decoded = json.loads(tests)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         return tests
     if isinstance(decoded, dict) and any(v is None for v in decoded.values()):
         return json.dumps({k: v for k, v in decoded.items() if v is not None})

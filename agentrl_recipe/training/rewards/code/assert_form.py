@@ -97,8 +97,14 @@ def is_assert_form(ground_truth: Any) -> bool:
 
 
 def parse_code_tests(ground_truth: Any) -> CodeTests | AssertTests:
-    """The code ground truth in either known form; ValueError (naming the problem) for any other."""
-    return AssertTests.parse(ground_truth) if is_assert_form(ground_truth) else CodeTests.parse(ground_truth)
+    """The code ground truth in either known form; ValueError (naming the problem) for any other, and for every
+    failure to parse one (RecursionError from a value nested too deeply included)."""
+    try:
+        return AssertTests.parse(ground_truth) if is_assert_form(ground_truth) else CodeTests.parse(ground_truth)
+    except ValueError:
+        raise
+    except Exception as exc:  # RecursionError, MemoryError, ...: invalid ground truth, not a grader error
+        raise ValueError(f"code ground truth cannot be parsed ({type(exc).__name__}: {exc})") from None
 
 
 def _mentions_candidate(node: ast.AST) -> bool:

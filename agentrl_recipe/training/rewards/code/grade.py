@@ -60,7 +60,18 @@ class CodeTests:
 
     @classmethod
     def parse(cls, ground_truth: str | Mapping[str, Any] | CodeTests) -> CodeTests:
-        """From a JSON string (the dataset encoding) or an already-decoded mapping (e.g. a parquet struct)."""
+        """From a JSON string (the dataset encoding) or an already-decoded mapping (e.g. a parquet struct); ValueError
+        for every way it fails to parse (a value nested too deeply raises RecursionError in ``json``: a ValueError
+        here too, so the row is invalid ground truth, never a grader crash)."""
+        try:
+            return cls._parse(ground_truth)
+        except ValueError:
+            raise
+        except Exception as exc:  # RecursionError, MemoryError, ...: unparseable all the same
+            raise ValueError(f"code ground truth cannot be parsed ({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def _parse(cls, ground_truth: str | Mapping[str, Any] | CodeTests) -> CodeTests:
         if isinstance(ground_truth, CodeTests):
             return ground_truth
         data: Any = ground_truth
