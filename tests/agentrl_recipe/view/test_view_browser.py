@@ -94,7 +94,7 @@ def test_untrusted_text_never_runs(browser, tmp_path: Path) -> None:
     record = eval_record("p<b>0</b>", 0, correct=False, tool_output=XSS_SCRIPT + XSS_IMG)
     record["data_source"] = XSS_IMG
     write_jsonl(tmp_path / "ev" / "rollouts.jsonl", [record])
-    page, data = build_page(tmp_path / "ev", tmp_path / "xss.html")
+    page, _ = build_page(tmp_path / "ev", tmp_path / "xss.html")
     _open(browser, page.as_uri())
     browser.find_element("css selector", "#tabs button[data-view=list]").click()
     browser.find_element("css selector", "#list tbody tr").click()

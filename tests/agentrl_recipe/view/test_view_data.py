@@ -80,7 +80,7 @@ def test_missing_pieces_are_one_line_each(tmp_path: Path) -> None:
     assert len(notes) == 2
     assert notes[0].startswith("no metrics.jsonl") and notes[1].startswith("no training trajectory dump")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="no metrics.jsonl"):
+    with pytest.raises(FileNotFoundError, match=r"no metrics\.jsonl"):
         discover(tmp_path / "empty")
 
 
