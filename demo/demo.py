@@ -34,6 +34,7 @@ from typing import Any
 from agentrl_recipe.atomic_io import atomic_write_text
 from agentrl_recipe.cpu_task import inputs as cpu_inputs
 from agentrl_recipe.cpu_task import teacher as demo_teacher
+from agentrl_recipe.view.build import build_page
 from demo import demo_report, demo_runs
 
 SFT_CONFIG, RL_CONFIG = "agentrl_sft_demo", "agentrl_rl_demo"
@@ -187,7 +188,8 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
         "--model", str(sft_model), "--data", str(inputs.rl_train), "--val-data", str(inputs.rl_val),
         f"trainer.total_training_steps={s.rl_steps}", f"trainer.save_freq={s.rl_steps}",
         f"trainer.default_local_dir={out / 'rl'}", f"data.seed={s.seed}",
-        f"actor_rollout_ref.rollout.seed={s.seed}", *s.rl_overrides,
+        f"actor_rollout_ref.rollout.seed={s.seed}",
+        f"agentrl.trajectory_dump.dir={out / 'runs' / 'rl' / 'trajectories'}", *s.rl_overrides,
     ]  # fmt: skip
     print(demo_report.table_header(), flush=True)
     rl = demo_runs.run_trainer(
@@ -219,6 +221,7 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
     atomic_write_text(out / "steps.md", demo_report.table(rl))
     demo_report.plot(sft, rl, before, after, out / "curves.png")
     atomic_write_text(out / "demo.json", json.dumps(result, indent=2, default=str))
+    view_page, _ = build_page(out)  # the trajectory viewer (docs/view.md): dumps, metrics, both evals
     (lo_b, hi_b), (lo_a, hi_a) = before[f"avg@{k}_ci95"], after[f"avg@{k}_ci95"]
     print(
         f"\nheld-out avg@{k}: {before[f'avg@{k}']:.3f} [{lo_b:.3f}, {hi_b:.3f}] after SFT -> "
@@ -226,6 +229,7 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
         f"total {result['total_seconds']:.0f} s. Outputs in {out}/",
         flush=True,
     )
+    print(f"trajectory viewer: {view_page}", flush=True)
     return result
 
 
