@@ -7,7 +7,8 @@ logged at ERROR before it propagates, and ``agentrl-recipe doctor`` checks every
 What is registered (names in :mod:`agentrl_recipe.names`):
 - agent loop ``agentrl_tool_agent`` — stored by class path, so the loop module is imported lazily by the
   AgentLoopWorker that instantiates it (keeps ``import verl`` cheap in processes that never roll out);
-- reward manager ``agentrl_reward``;
+- the OmegaConf resolvers ``agentrl_compat`` (the value ``agentrl.compat`` gives a behaviour key, for the sections
+  verl hands a component alone) and ``agentrl_config_path`` (a shipped file's installed path, from any directory);
 - policy loss ``agentrl_tcr`` and advantage estimator ``agentrl_grpo``;
 - verl platform ``agentrl_cpu`` (``VERL_PLATFORM=agentrl_cpu``; :mod:`verl_cpu`), and — only when it is
   selected — the FSDP2 engines for the CPU device, the gloo process-group fix and the π_old snapshot fix.
@@ -23,6 +24,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from omegaconf import OmegaConf
 
 from agentrl_recipe import names
 
@@ -52,13 +55,22 @@ def _register_agent_loop() -> None:
               lambda target: register_agent_loop(names.AGENT_LOOP, target))  # fmt: skip
 
 
-def _register_reward_manager() -> None:
-    from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER, register
+def _compat_value(key: str, *, _root_: Any) -> Any:
+    from agentrl_recipe.training.recipe_config import compat_resolver  # loaded when a config asks, not on import
 
-    from agentrl_recipe.training.rewards.manager import AgentRLRewardManager
+    return compat_resolver(key, _root_=_root_)
 
-    current = REWARD_MANAGER.get(names.REWARD_MANAGER)
-    _register("reward manager", names.REWARD_MANAGER, AgentRLRewardManager, current, register(names.REWARD_MANAGER))
+
+def _config_path(relative: str) -> str:
+    from agentrl_recipe.config_paths import config_dir  # as above: every worker imports this module
+
+    return str(config_dir() / relative)
+
+
+def _register_resolvers() -> None:
+    for name, resolver in ((names.COMPAT_RESOLVER, _compat_value), (names.CONFIG_PATH_RESOLVER, _config_path)):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
 
 
 def _register_algorithms() -> None:
@@ -86,7 +98,7 @@ def register_all() -> dict[str, str]:
     """Register every component; idempotent. Returns ``{kind: name}`` of what is registered."""
     try:
         _register_agent_loop()
-        _register_reward_manager()
+        _register_resolvers()
         _register_algorithms()
         _fix_separate_async()
     except Exception:

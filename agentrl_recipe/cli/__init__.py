@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agentrl_recipe.cli.preflight",
         "will CONFIG run on this node? driver, GPUs, flash-attn, sandbox, disk",
     ),
+    "view": ("agentrl_recipe.cli.view", "see the rollouts: a trajectory viewer page for a training run or an eval"),
 }
 
 

@@ -4,6 +4,9 @@ A GPU node's first hour should not go to a run that hangs or dies at its first C
 (``ok`` / ``FAIL``), and any failure exits non-zero. In order:
 
 - **config**: ``agentrl-recipe configs check`` on the composed config (with the same overrides);
+- **nvcc** (RL on GPUs, a warning): without it vLLM's FlashInfer sampler cannot JIT-compile, so the launcher sets
+  ``VLLM_USE_FLASHINFER_SAMPLER=0``;
+- **model**: the model path is a local directory or a hub id (``owner/name``); a missing local path fails here;
 - **driver**: the NVIDIA driver is new enough for the CUDA that torch (and vLLM, which pins this torch) was built
   for — vLLM 0.30 / torch 2.13 from PyPI are CUDA 13 builds and need an R580+ driver;
 - **gpus**: ``trainer.n_gpus_per_node`` GPUs are visible; the bf16 weights per tensor-parallel shard fit the
@@ -39,6 +42,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 from typing import Any
 
@@ -49,6 +53,8 @@ from agentrl_recipe.cli.configs.checks import check
 from agentrl_recipe.cli.configs.files import compose, kind_of_file, locate
 from agentrl_recipe.cli.preflight_facts import FLASH_ATTN_MISSING, NodeFacts, gather, model_parameters
 from agentrl_recipe.launcher.env import worker_sandbox_config
+from agentrl_recipe.launcher.resume import sft_export
+from agentrl_recipe.offline import vllm_server
 from agentrl_recipe.training.recipe_config import to_plain
 from agentrl_sandbox import SandboxError, runtime_env
 from agentrl_sandbox.config import ENV_SANDBOX_URL, SandboxConfig
@@ -297,6 +303,34 @@ def check_disk(lay: Layout, facts: NodeFacts, params: int | None) -> Result:
     )
 
 
+def check_nvcc(nvcc: str | None) -> Result:
+    """Whether vLLM's FlashInfer sampler can JIT-compile here; without nvcc the launcher turns it off (a warning)."""
+    if nvcc:
+        return Result("nvcc", True, f"{nvcc}: vLLM's FlashInfer sampler can JIT-compile its kernels")
+    return Result(
+        "nvcc",
+        True,
+        f"no nvcc (CUDA_HOME, PATH, /usr/local/cuda): the rollout runs with {vllm_server.FLASHINFER_SAMPLER_ENV}=0 "
+        "(vLLM's PyTorch sampler); `module load cuda` keeps FlashInfer's",
+        warn=True,
+    )
+
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: what transformers fetches from the hub
+
+
+def check_model(lay: Layout) -> Result:
+    """The model path is a local directory, or looks like a hub id (fetched by the run); anything else stops here
+    rather than after Ray, vLLM and the sandbox have started."""
+    path = lay.model_path
+    if os.path.isdir(path):
+        return Result("model", True, f"{path} (local directory)")
+    if HUB_ID.match(path):
+        return Result("model", True, f"{path}: a hub id, or a local path that does not exist (fetched by the run)")
+    hand_off = " (the SFT run's checkpoint folder: its newest step's export)" if lay.kind == "rl" else ""
+    return Result("model", False, f"{path} does not exist: MODEL=<a local model directory{hand_off}, or a hub id>")
+
+
 def judge(lay: Layout, facts: NodeFacts, params: int | None, cheap: bool, sandbox: bool) -> list[Result]:
     """Every check that applies to this layout, against ``facts``."""
     results = []
@@ -330,6 +364,8 @@ def model_overrides(name: str, model: str | None) -> list[str]:
         kind = kind_of_file(locate(name)[2])
     except Exception:  # not a config: the check reports it
         return []
+    if kind == "rl":  # as make rl: an SFT checkpoint folder stands for its newest step's HF export
+        model = sft_export(model)
     return [f"{MODEL_KEYS[kind]}={model}"] if kind in MODEL_KEYS else []
 
 
@@ -342,6 +378,7 @@ def run(name: str, overrides: list[str], *, cheap: bool = False, sandbox_url: st
         return results
     cfg, _ = compose(name, overrides)
     lay = layout(cfg, report.kind)
+    results.append(check_model(lay))
     engine = check_checkpoint_engine(cfg) if report.kind == "rl" else None
     if engine is not None:
         results.append(engine)
@@ -360,6 +397,8 @@ def run(name: str, overrides: list[str], *, cheap: bool = False, sandbox_url: st
         cheap=cheap,
     )
     results += judge(lay, facts, model_parameters(lay.model_path), cheap, sandbox_cfg is not None)
+    if lay.kind == "rl" and lay.gpu:
+        results.append(check_nvcc(vllm_server.find_nvcc()))
     if sandbox_cfg is not None and sandbox_cfg.backend == "local":
         results.append(_runtime_result(sandbox_cfg))
     return results
@@ -379,7 +418,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    overrides = model_overrides(args.config, args.model) + list(args.overrides)
+    try:
+        overrides = model_overrides(args.config, args.model) + list(args.overrides)
+    except ValueError as exc:  # resume.sft_export: a checkpoint folder without a usable export
+        print(f"FAIL model: {exc}\npreflight FAILED (model)", file=sys.stderr)
+        return 1
     results = run(args.config, overrides, cheap=args.cheap, sandbox_url=args.sandbox_url)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))

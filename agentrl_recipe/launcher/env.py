@@ -60,19 +60,16 @@ def rl_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
 
 
 def sandbox_env(cfg: Any, sandbox_url: str | None) -> dict[str, str]:
-    """The sandbox's url, backend and token FILE as every worker gets them. The tool reads only its own YAML, so
-    agentrl.sandbox's url/backend reach it (in every worker) as environment variables; the code reward reads the same
-    block from the trainer config. ``SANDBOX_URL=`` (``sandbox_url``) wins over the config's url."""
-    sandbox = agentrl_config.section(cfg, "sandbox")
-    env = {}
-    url = sandbox_url or sandbox.get("url")
-    if url:
-        env[ENV_SANDBOX_URL] = ",".join(url) if isinstance(url, list | tuple) else str(url)
-    if sandbox.get("backend") and (sandbox["backend"] != "local" or os.environ.get(ENV_SANDBOX_BACKEND)):
-        env[ENV_SANDBOX_BACKEND] = os.environ.get(ENV_SANDBOX_BACKEND) or sandbox["backend"]
-    if os.environ.get(ENV_SANDBOX_RUNTIME):  # agentrl.sandbox.runtime reaches the workers with the config
-        env[ENV_SANDBOX_RUNTIME] = os.environ[ENV_SANDBOX_RUNTIME]
-    env.update(sandbox_token_env(sandbox))
+    """The sandbox overrides every worker gets: ``SANDBOX_URL=`` (``sandbox_url``) and this shell's
+    ``AGENTRL_SANDBOX_*`` overrides (a remote worker does not inherit them), and the token FILE made absolute (a
+    worker's directory is not the launch's). ``agentrl.sandbox`` itself reaches every worker with the trainer config
+    (agentrl_recipe/training/recipe_config.py), tool and reward alike."""
+    env = {
+        key: os.environ[key] for key in (ENV_SANDBOX_URL, ENV_SANDBOX_BACKEND, ENV_SANDBOX_RUNTIME) if key in os.environ
+    }
+    if sandbox_url:
+        env[ENV_SANDBOX_URL] = sandbox_url
+    env.update(sandbox_token_env(agentrl_config.section(cfg, "sandbox")))
     return env
 
 
@@ -81,7 +78,7 @@ def worker_sandbox_config(cfg: Any, sandbox_url: str | None) -> SandboxConfig:
     launch's own variables (:func:`sandbox_env`) applied, as a worker's ``SandboxConfig.from_dict`` does — a url from
     ``SANDBOX_URL=`` or the config selects the ``sandbox_fusion`` backend unless a backend is named. What preflight
     health-checks. ValueError for a literal ``agentrl.sandbox.token`` (:data:`TOKEN_IN_CONFIG`)."""
-    base = agentrl_config.sandbox_config(cfg)
+    base = agentrl_config.resolve(cfg).sandbox
     env = sandbox_env(cfg, sandbox_url)
     url = env.get(ENV_SANDBOX_URL)
     return dataclasses.replace(

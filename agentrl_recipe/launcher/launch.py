@@ -25,6 +25,10 @@ composed config, the check report and the command, and exits — on any machine,
 - Before anything starts (not with ``--dry-run``), the cheap part of :mod:`agentrl_recipe.cli.preflight` runs on the
   sandbox the workers will use (``SANDBOX_URL=`` / ``agentrl.sandbox.*``); a failure stops the launch with one line
   per problem (``--skip-preflight`` / ``SKIP_PREFLIGHT=1`` overrides it).
+- An RL launch without ``nvcc`` sets ``VLLM_USE_FLASHINFER_SAMPLER=0`` for verl's vLLM rollout (FlashInfer's sampler
+  JIT-compiles with nvcc at engine start: :func:`agentrl_recipe.offline.vllm_server.flashinfer_env`).
+- ``MODEL=`` of an RL launch may name the SFT run's checkpoint folder: the HF export of the step verl's
+  ``latest_checkpointed_iteration.txt`` names is used (:func:`agentrl_recipe.launcher.resume.sft_export`).
 - Checkpoint directories (``trainer.default_local_dir``, ``trainer.resume_from_path``) are made absolute for SFT and
   RL alike, so a resumed run, every node and the RL stage reading the SFT export agree on them.
 - An RL launch that resumes passes ``trainer.val_before_train=false`` (:mod:`agentrl_recipe.launcher.resume`);
@@ -52,9 +56,11 @@ from agentrl_recipe.cli.configs.files import compose, find_file, locate
 from agentrl_recipe.cpu_task import inputs as cpu_inputs
 from agentrl_recipe.cpu_task.tiny_model import TinyModelSpec, build_tiny_model
 from agentrl_recipe.launcher.env import file_logger_env, platform_env, rl_env
-from agentrl_recipe.launcher.resume import resume_overrides
+from agentrl_recipe.launcher.resume import resume_overrides, sft_export
+from agentrl_recipe.offline import vllm_server
 from agentrl_recipe.training import recipe_config as agentrl_config
 from agentrl_sandbox.config import ENV_SANDBOX_URL
+from agentrl_sandbox.runtime_env import ENV_SANDBOX_PYTHON
 from data_prep.files import atomic_write_parquet
 
 SMOKE_CONFIG = "agentrl_rl_smoke"
@@ -98,8 +104,8 @@ def build_overrides(args: argparse.Namespace, stage: str) -> list[str]:
     """The hydra overrides the make variables stand for, followed by the user's own (ARGS=...)."""
     model_key = preflight.MODEL_KEYS[stage]
     out = []
-    if args.model:
-        out.append(f"{model_key}={args.model}")
+    if args.model:  # an SFT checkpoint folder stands for its newest step's HF export (the RL hand-off)
+        out.append(f"{model_key}={sft_export(args.model) if stage == 'rl' else args.model}")
     if args.data:
         out.append(f"data.train_files={args.data}")
     if args.val_data:
@@ -158,6 +164,11 @@ def rl_command(name: str, overrides: list[str], args: argparse.Namespace) -> tup
     directory, config_name, _ = locate(name)
     cfg, _ = compose(name, overrides)
     env = rl_env(cfg, args.sandbox_url)
+    # verl's vLLM rollout: no FlashInfer sampler JIT without nvcc (vllm_server.flashinfer_env); and the sandbox
+    # interpreter every worker's local pool runs (runtime_env.ENV_SANDBOX_PYTHON), which remote workers do not inherit.
+    env.update(vllm_server.flashinfer_env())
+    if os.environ.get(ENV_SANDBOX_PYTHON):
+        env[ENV_SANDBOX_PYTHON] = os.environ[ENV_SANDBOX_PYTHON]
     extra = _absolute_path_overrides(name, overrides)
     no_val, note = resume_overrides(cfg, overrides, val_on_resume=getattr(args, "val_on_resume", False))
     if note:
@@ -212,7 +223,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     stage = "rl" if args.stage in SMOKE_STAGES else args.stage
     name = _prepare_inputs(args, stage)
-    overrides = build_overrides(args, stage)
+    try:
+        overrides = build_overrides(args, stage)
+    except ValueError as exc:  # resume.sft_export: MODEL= names a checkpoint folder without a usable export
+        print(f"not launching: {exc}", file=sys.stderr)
+        return 2
     report = check(name, overrides, strict_paths=not args.dry_run or args.stage in SMOKE_STAGES)
     if args.dry_run and report.kind != "?":
         _print_composed(name, overrides)

@@ -10,6 +10,9 @@ verl does whether the run resumes — verl's own rule, read here without startin
 The switch: ``VAL_ON_RESUME=1`` (``--val-on-resume``) keeps the validation on resume (verl's and the released code's
 behaviour), and so does an explicit ``trainer.val_before_train=…`` among the user's overrides (the user's value
 stands). A fresh start is untouched.
+
+The SFT -> RL hand-off reads the same tracker: ``MODEL=<SFT checkpoint folder>`` is the newest step's HF export
+(:func:`sft_export`).
 """
 
 from __future__ import annotations
@@ -58,3 +61,28 @@ def resume_overrides(cfg: Any, user_overrides: list[str], *, val_on_resume: bool
         "VAL_ON_RESUME=1 validates again)"
     )
     return [f"{VAL_KEY}=false"], note
+
+
+HF_EXPORT = "huggingface"  # verl's HF export inside a checkpoint step (checkpoint.save_contents: hf_model)
+
+
+def sft_export(model: str) -> str:
+    """The model an RL launch starts from: ``model`` itself, or — when it is a checkpoint folder holding verl's tracker
+    file (an SFT run's ``trainer.default_local_dir``) — the HF export of the step the tracker names. So the hand-off
+    does not hard-code the step (465 = 5 epochs only if 2,976 rows survive the data prep). ValueError when the
+    tracker is unreadable or its step has no HF export."""
+    root = Path(model)
+    tracker = root / TRACKER
+    if not tracker.is_file():
+        return model
+    try:
+        step = int(tracker.read_text().strip())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{tracker} does not name a step ({exc}): pass MODEL=<a global_step_N/huggingface>") from None
+    export = root / f"global_step_{step}" / HF_EXPORT
+    if not (export / "config.json").is_file():
+        raise ValueError(
+            f"{tracker} names step {step} but {export} holds no HF export (config.json): save it with "
+            "checkpoint.save_contents including hf_model, or pass MODEL=<a global_step_N/huggingface>"
+        )
+    return str(export)

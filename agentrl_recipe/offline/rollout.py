@@ -280,7 +280,7 @@ class Rollout:
 
 
 def _columns(records: Iterable[Trajectory]) -> dict[str, list[Any]]:
-    """Records back to the FIELD_* columns batch_metrics reads (num turns from verl's own count)."""
+    """Records back to the fields.LOOP_FIELDS columns batch_metrics reads (num turns from verl's own count)."""
     records = list(records)
     columns: dict[str, list[Any]] = {"__num_turns__": [r.num_turns for r in records]}
     for key in {k for r in records for k in r.extra_fields}:

@@ -17,6 +17,12 @@ of a model that runs for minutes), and the CPU rollout environment of :mod:`verl
 (``VLLM_CPU_KVCACHE_SPACE``, ``VLLM_CPU_OMP_THREADS_BIND``; a value already in the environment wins). Both get
 ``--generation-config vllm`` (the request's sampling settings, not the checkpoint's generation_config.json) and a
 seed. ``extra_args`` go last, so they override any of these (``--dtype bfloat16``, ``--tensor-parallel-size 2``).
+
+GPU nodes also get: ``--data-parallel-size`` = the node's visible GPUs (one engine per GPU: eval's 13,856
+trajectories on one GPU of eight take many hours) unless ``extra_args`` name a parallel size; and
+``VLLM_USE_FLASHINFER_SAMPLER=0`` unless ``nvcc`` is here (:func:`flashinfer_env`) — vLLM's FlashInfer sampler,
+used whenever top_p/top_k sample, JIT-compiles its kernels with nvcc at engine start (vLLM issue #49497), and a Slurm
+job without a CUDA module has none. The training launcher sets the same variable for verl's rollout.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import contextlib
 import dataclasses
 import importlib.metadata as md
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -73,6 +80,41 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
+# The arguments that set an engine's parallel layout: with any of them the user chose it, and no default is added.
+PARALLEL_ARGS = ("--data-parallel-size", "-dp", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp")
+
+
+def find_nvcc() -> str | None:
+    """The nvcc a JIT compile would use: ``$CUDA_HOME``/``$CUDA_PATH``'s, else PATH's, else /usr/local/cuda's."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return str(Path(home) / "bin" / "nvcc") if (Path(home) / "bin" / "nvcc").is_file() else None
+    return shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").is_file() else None)
+
+
+def flashinfer_env() -> dict[str, str]:
+    """``VLLM_USE_FLASHINFER_SAMPLER=0`` when no nvcc can JIT-compile FlashInfer's sampler (vLLM then samples with
+    its PyTorch sampler: same distribution); {} with nvcc, or when the variable is already set (the user's choice)."""
+    if os.environ.get(FLASHINFER_SAMPLER_ENV) is not None or find_nvcc() is not None:
+        return {}
+    return {FLASHINFER_SAMPLER_ENV: "0"}
+
+
+def visible_gpus() -> int:
+    """GPUs this process may use: ``CUDA_VISIBLE_DEVICES``'s entries when set, else ``nvidia-smi -L``'s lines."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
 def cpu_environment() -> dict[str, str]:
     """The CPU server's environment: verl_cpu's rollout defaults, unless the environment already sets them."""
     from verl_cpu.platform import ROLLOUT_ENV_DEFAULTS  # verl loads only when a CPU server is started
@@ -95,6 +137,7 @@ class VllmServerSpec:
     log_path: Path | None = None  # server stdout+stderr (default: vllm_server.log in the working directory)
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     build: str | None = None  # "vllm" | "vllm-cpu"; None: vllm_build()
+    data_parallel_size: int | None = None  # GPU build: None = the visible GPUs (unless extra_args set a layout)
 
     def __post_init__(self) -> None:
         if self.max_model_len < 1:
@@ -130,10 +173,21 @@ class VllmServerSpec:
         argv += ["--dtype", dtype, "--seed", str(self.seed), "--generation-config", "vllm"]
         if self.on_cpu:
             argv.append("--enforce-eager")
+        elif (dp := self.data_parallel()) > 1:
+            argv += ["--data-parallel-size", str(dp)]
         return [*argv, *self.extra_args]
 
+    def data_parallel(self) -> int:
+        """Engines the GPU server runs: ``data_parallel_size``, else 1 when ``extra_args`` choose the parallel layout,
+        else one per visible GPU."""
+        if self.data_parallel_size is not None:
+            return self.data_parallel_size
+        if any(arg.split("=", 1)[0] in PARALLEL_ARGS for arg in self.extra_args):
+            return 1
+        return max(1, visible_gpus())
+
     def environment(self) -> dict[str, str]:
-        return {**os.environ, **(cpu_environment() if self.on_cpu else {})}
+        return {**os.environ, **(cpu_environment() if self.on_cpu else flashinfer_env())}
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

@@ -55,15 +55,7 @@ def check_mode(mode: Any, *, where: str = "agentrl.compat") -> str:
     return mode
 
 
-def mode_of(trainer_config: Any) -> str:
-    """``agentrl.compat`` of a trainer config (DictConfig or dict); :data:`DEFAULT_MODE` when absent."""
-    from agentrl_recipe import names
-
-    root = trainer_config.get(names.CONFIG_NAMESPACE) if hasattr(trainer_config, "get") else None
-    mode = root.get("compat") if root is not None and hasattr(root, "get") else None
-    return check_mode(DEFAULT_MODE if mode is None else mode)
-
-
 def default(key: str, value: Any, mode: str) -> Any:
-    """``value`` when set, else the value ``mode`` gives behaviour ``key``."""
+    """``value`` when set, else the value ``mode`` gives behaviour ``key``. Components call it through
+    :meth:`agentrl_recipe.training.recipe_config.RecipeConfig.behaviour`, the one place a behaviour is resolved."""
     return DEFAULTS[key][check_mode(mode)] if value is None else value

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training.agent_loop.tool_use import distribution, tool_use_stats
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 from agentrl_recipe.training.rewards.step_metrics import reward_metrics
@@ -24,13 +24,13 @@ from agentrl_recipe.training.sandbox_routes import server_metrics
 
 # Per-trajectory agent-loop fields that batch_metrics reads.
 _TOOL_FIELDS = (
-    names.FIELD_TOOL_CALLS,
-    names.FIELD_TOOL_STATUSES,
-    names.FIELD_TOOL_LATENCY_S,
-    names.FIELD_MALFORMED_KINDS,
-    names.FIELD_TERMINATION,
-    names.FIELD_VOID_TURN,
-    names.FIELD_TOOL_INFRA_FAILURE,
+    fields.TOOL_CALLS.column,
+    fields.TOOL_STATUSES.column,
+    fields.TOOL_LATENCY_S.column,
+    fields.MALFORMED_KINDS.column,
+    fields.TERMINATION.column,
+    fields.VOID_TURN.column,
+    fields.TOOL_INFRA_FAILURE.column,
 )
 
 
@@ -59,8 +59,8 @@ def batch_metrics(
 ) -> dict[str, float]:
     """Tracker metrics ("section/name") over a batch's columns (``non_tensor_batch`` or equivalent lists).
 
-    Rows from other agent loops (``single_turn_agent``) carry ``None`` in the FIELD_* columns and only count for
-    turns. ``wall_s`` (the rollout's wall time) adds calls per second.
+    Rows from other agent loops (``single_turn_agent``) carry ``None`` in the fields.LOOP_FIELDS columns and only count
+    for turns. ``wall_s`` (the rollout's wall time) adds calls per second.
     """
     out: dict[str, float] = {}
     turns = [int(t) for t in columns.get("__num_turns__", ())]
@@ -68,7 +68,7 @@ def batch_metrics(
         dist = distribution(turns)
         out[f"{prefix}/num_turns/mean"] = dist["mean"]
         out[f"{prefix}/num_turns/max"] = dist["max"]
-    tool_rows = [i for i, v in enumerate(columns.get(names.FIELD_TOOL_CALLS, ())) if v is not None]
+    tool_rows = [i for i, v in enumerate(columns.get(fields.TOOL_CALLS.column, ())) if v is not None]
     if not tool_rows:
         return out
     rows = [{key: values[i] for key, values in columns.items() if key.startswith("agentrl_")} for i in tool_rows]
@@ -107,7 +107,7 @@ def step_metrics(records: Sequence[Mapping[str, Any]], data_sources: Sequence[An
     if len(records) != len(data_sources):
         raise ValueError(f"{len(records)} records but {len(data_sources)} data sources")
     columns: dict[str, list[Any]] = {key: [r.get(key) for r in records] for key in _TOOL_FIELDS}
-    turns = [r.get(names.FIELD_NUM_TURNS) for r in records]
+    turns = [r.get(fields.NUM_TURNS.column) for r in records]
     if all(t is not None for t in turns):
         columns["__num_turns__"] = turns
     out = batch_metrics(columns)

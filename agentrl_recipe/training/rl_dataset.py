@@ -23,7 +23,6 @@ from typing import Any
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from agentrl_recipe import names
-from agentrl_recipe.training import compat
 from agentrl_recipe.training.recipe_config import from_mapping, to_plain
 
 WHERE = f"data.{names.CONFIG_NAMESPACE}"
@@ -31,24 +30,21 @@ WHERE = f"data.{names.CONFIG_NAMESPACE}"
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSettings:
-    """``data.agentrl`` (the dataset sees only the ``data`` section; ``compat`` is ``${agentrl.compat}`` there)."""
+    """``data.agentrl`` (the dataset sees only the ``data`` section: the shipped configs set the key with
+    ``${agentrl_compat:prompt_filter_counts_tools}``, the value ``agentrl.compat`` gives it)."""
 
-    compat: str = compat.DEFAULT_MODE
-    # Count the tool schemas' tokens in the prompt-length filter. null = from compat: open_agentrl false, agentrl true.
-    prompt_filter_counts_tools: bool | None = None
+    # Count the tool schemas' tokens in the prompt-length filter: open_agentrl false ([code]), agentrl/verl true.
+    prompt_filter_counts_tools: bool = True
 
     def __post_init__(self) -> None:
-        compat.check_mode(self.compat, where=f"{WHERE}.compat")
-        if self.prompt_filter_counts_tools not in (None, True, False):
-            raise TypeError(f"{WHERE}.prompt_filter_counts_tools must be true, false or null")
+        if self.prompt_filter_counts_tools not in (True, False):
+            raise TypeError(f"{WHERE}.prompt_filter_counts_tools must be true or false")
 
     @classmethod
     def from_data_config(cls, data_config: Any) -> DatasetSettings:
-        """The settings of a ``data`` section (DictConfig or dict), null keys resolved from ``compat``."""
+        """The settings of a ``data`` section (DictConfig or dict)."""
         block = data_config.get(names.CONFIG_NAMESPACE) if hasattr(data_config, "get") else None
-        settings = from_mapping(cls, to_plain(block), where=WHERE)
-        counts = compat.default("prompt_filter_counts_tools", settings.prompt_filter_counts_tools, settings.compat)
-        return dataclasses.replace(settings, prompt_filter_counts_tools=counts)
+        return from_mapping(cls, to_plain(block), where=WHERE)
 
 
 class AgentRLDataset(RLHFDataset):

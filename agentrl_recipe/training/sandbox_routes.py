@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_sandbox.types import Route
 
 PREFIX = "agentrl_sandbox/server"
@@ -57,9 +57,9 @@ def trajectory_fields(calls: Sequence[Mapping[str, Any]]) -> dict[str, list]:
     """A trajectory's ``extra_fields`` from its tool calls' metrics (calls without a route are skipped)."""
     answered = [m for m in calls if m.get(SERVER)]
     return {
-        names.FIELD_SANDBOX_SERVERS: [str(m[SERVER]) for m in answered],
-        names.FIELD_SANDBOX_LATENCY_S: [float(m[LATENCY_S]) for m in answered],
-        names.FIELD_SANDBOX_FAILED: [str(url) for m in calls for url in m.get(FAILED) or ()],
+        fields.SANDBOX_SERVERS.column: [str(m[SERVER]) for m in answered],
+        fields.SANDBOX_LATENCY_S.column: [float(m[LATENCY_S]) for m in answered],
+        fields.SANDBOX_FAILED.column: [str(url) for m in calls for url in m.get(FAILED) or ()],
     }
 
 
@@ -103,13 +103,13 @@ def _column(record: Mapping[str, Any], field: str) -> Sequence[Any]:
 
 def _calls(record: Mapping[str, Any]) -> list[tuple[str, float, Sequence[str]]]:
     """(server, latency, failed attempts) of every routed call of one trajectory: its tool calls, then its grade's."""
-    servers = _column(record, names.FIELD_SANDBOX_SERVERS)
-    latencies = _column(record, names.FIELD_SANDBOX_LATENCY_S)
+    servers = _column(record, fields.SANDBOX_SERVERS.column)
+    latencies = _column(record, fields.SANDBOX_LATENCY_S.column)
     out: list[tuple[str, float, Sequence[str]]] = [
         (str(url), float(latency), ()) for url, latency in zip(servers, latencies, strict=True)
     ]
-    out.append(("", 0.0, [str(url) for url in _column(record, names.FIELD_SANDBOX_FAILED)]))
-    for call in json.loads(record.get(names.FIELD_REWARD_SANDBOX_ROUTES) or "[]"):
+    out.append(("", 0.0, [str(url) for url in _column(record, fields.SANDBOX_FAILED.column)]))
+    for call in json.loads(record.get(fields.REWARD_SANDBOX_ROUTES.column) or "[]"):
         out.append((str(call[SERVER] or ""), float(call[LATENCY_S]), [str(url) for url in call[FAILED]]))
     return out
 

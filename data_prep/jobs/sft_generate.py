@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training.agent_loop.loop import Termination
 from data_prep import standalone
 from data_prep.files import earlier_report, fingerprint, mark_done
@@ -51,7 +51,7 @@ def trajectory_rejection(rec: Any, args: argparse.Namespace) -> str | None:
         return "malformed_tool_call"
     if args.max_tool_failures is not None and rec.tool_failures > args.max_tool_failures:
         return "too_many_tool_errors"
-    if rec.extra_fields.get(names.FIELD_ASSISTANT_TURNS, 0) > args.max_turns:
+    if rec.extra_fields.get(fields.ASSISTANT_TURNS.column, 0) > args.max_turns:
         return "too_many_turns"
     if rec.prompt_tokens + rec.response_tokens > args.max_tokens:
         return "too_long"

@@ -11,6 +11,7 @@ Finding and composing the configs is :mod:`.files`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from pathlib import Path
 
@@ -78,6 +79,8 @@ def _show_main(args: argparse.Namespace) -> int:
         print(locate(args.name)[2].read_text(), end="")
         return 0
     cfg, _ = compose(args.name, args.overrides)
+    if args.resolve:  # the plugin registers the resolvers the shipped configs use (${agentrl_compat:...}, ...)
+        importlib.import_module("agentrl_recipe.plugin")
     print(OmegaConf.to_yaml(agentrl_config.redacted(cfg, resolve=args.resolve)), end="")
     return 0
 

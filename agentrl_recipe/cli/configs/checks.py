@@ -490,10 +490,31 @@ def _check_rl_files(cfg: Any, report: CheckReport) -> None:
         tool_cfg = need_file(cfg, tool_key, report, "tool config")
         if tool_cfg is not None:
             check_tool_config(tool_cfg, tool_key, report)
+            _check_tool_mode_reaches(cfg, tool_cfg, report)
         need_file(cfg, f"{ARR}.rollout.multi_turn.function_tool_path", report, "function tool file")
     need_object(cfg, "data.custom_cls", report, "dataset class")
     need_object(cfg, "reward.custom_reward_function", report, "reward function")
     need_object(cfg, "trainer.v1.sampler.custom_sampler", report, "replay buffer (sampler)")
+
+
+def _check_tool_mode_reaches(cfg: Any, tool_cfg: Path, report: CheckReport) -> None:
+    """Only ``agentrl_tool_agent`` hands a tool the trainer's ``agentrl`` block: under verl's stock ``tool_agent`` a
+    recipe tool runs in the plugin's default mode, so a config asking for another one is refused."""
+    loop = resolved(cfg, f"{ARR}.rollout.agent.default_agent_loop")
+    mode = resolved(cfg, f"{names.CONFIG_NAMESPACE}.compat") or compat.DEFAULT_MODE
+    if loop == names.AGENT_LOOP or mode == compat.DEFAULT_MODE:
+        return
+    tools = (yaml.safe_load(tool_cfg.read_text()) or {}).get("tools") or []
+    recipe_tools = [t.get("class_name") for t in tools if str((t or {}).get("class_name", "")).startswith("agentrl_")]
+    if recipe_tools:
+        report.errors.append(
+            Problem(
+                f"{ARR}.rollout.agent.default_agent_loop",
+                f"{loop!r} never hands {recipe_tools[0]} the trainer's agentrl.compat: {mode}; the tool would run in "
+                f"{compat.DEFAULT_MODE} mode. Use {names.AGENT_LOOP!r} (or set every behaviour key in the tool YAML "
+                f"and agentrl.compat: {compat.DEFAULT_MODE})",
+            )
+        )
 
 
 def _check_trainer_rules(cfg: Any, report: CheckReport) -> None:
@@ -522,7 +543,7 @@ def _check_reward(cfg: Any, report: CheckReport, reg: dict[str, Any]) -> None:
         check_name(report, "reward.reward_manager.name", name, reg["reward_manager"], "reward manager")
         cls = reg["reward_manager"].get(name)
     elif source == "importlib":
-        need_file(cfg, "reward.reward_manager.module.path", report, "reward manager file")
+        cls = _reward_manager_by_path(cfg, report, name)
     else:
         report.errors.append(Problem("reward.reward_manager.source", f"must be register or importlib, got {source!r}"))
     kwargs = resolved(cfg, "reward.reward_kwargs", report) if node(cfg, "reward.reward_kwargs") is not None else None
@@ -536,6 +557,23 @@ def _check_reward(cfg: Any, report: CheckReport, reg: dict[str, Any]) -> None:
         report.warnings.append(
             Problem("reward.reward_kwargs.max_resp_len", f"{max_resp} differs from data.max_response_length")
         )
+
+
+def _reward_manager_by_path(cfg: Any, report: CheckReport, name: Any) -> Any:
+    """The class ``reward.reward_manager.module.path`` + ``name`` load (verl's loader), or None with an error."""
+    from verl.utils.import_utils import load_extern_object
+
+    path = resolved(cfg, "reward.reward_manager.module.path", report)
+    if path in (None, ""):
+        report.errors.append(Problem("reward.reward_manager.module.path", "source importlib needs the module's path"))
+        return None
+    try:
+        return load_extern_object(module_path=str(path), object_name=str(name))
+    except Exception as e:
+        report.errors.append(
+            Problem("reward.reward_manager", f"{name!r} from {path!r} cannot be loaded: {first_line(e)}")
+        )
+        return None
 
 
 def _reward_kwargs_schema(cls: Any) -> Any:

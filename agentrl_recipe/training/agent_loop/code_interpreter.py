@@ -12,10 +12,11 @@ bare "no stdout here" on a timeout or sandbox failure, partial output dropped; `
 is wrong) and ``large_output`` (``timeout``: a stream over :data:`SANDBOX_FUSION_PIPE_BYTES` is the timeout it was
 on SandboxFusion; ``keep``: returned, for verl to cut to ``max_tool_response_length``).
 The tool YAML is loaded apart from the trainer config, so ``agentrl_tool_agent`` hands the tool the trainer's
-``agentrl.compat`` (:meth:`CodeInterpreterTool.use_compat`); the tool YAML's own ``compat`` key wins when set. It
-hands the trainer's ``agentrl.sandbox`` the same way (:meth:`CodeInterpreterTool.use_sandbox`: url, backend, token
-file, ... reach every tool call as they reach the code reward); keys set in the tool YAML's ``sandbox:`` block win
-over the trainer's, and the ``AGENTRL_SANDBOX_*`` environment variables over both.
+resolved ``agentrl`` block (:meth:`CodeInterpreterTool.use_recipe`): its compat mode sets the behaviour keys left
+null in the YAML, and its sandbox (url, backend, token file, ...; the ``AGENTRL_SANDBOX_*`` environment variables win)
+is the one the code reward of the same process uses. Under verl's stock ``tool_agent`` loop nothing hands it over:
+the tool runs in the plugin's default mode with the environment's sandbox, and ``configs check`` refuses a config
+whose ``agentrl.compat`` would differ.
 verl's ``max_tool_response_length`` truncation stays in the agent loop config.
 
 Every call returns metrics ``{"status", "latency_s", ...}`` (the agent loop logs them); ``status`` is the sandbox
@@ -39,17 +40,16 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any
 
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from agentrl_recipe import names
-from agentrl_recipe.training import compat, sandbox_routes, trace
+from agentrl_recipe.training import recipe_config, sandbox_routes, trace
 from agentrl_recipe.training.agent_loop.code_prep import build_run, extract_code, released_prep
 from agentrl_recipe.training.agent_loop.rate_limit import GlobalLimiter
-from agentrl_recipe.training.recipe_config import from_mapping
+from agentrl_recipe.training.recipe_config import RecipeConfig, from_mapping
 from agentrl_sandbox import ExecResult, Sandbox, get_sandbox
 from agentrl_sandbox.config import SandboxConfig
 
@@ -90,8 +90,6 @@ class CodeInterpreterConfig:
     memory_mb: int = 2048  # paper: memory_limit_mb 2048
     max_concurrency: int = 128  # per AgentLoopWorker; paper: num_workers 128
     global_max_concurrency: int | None = 128  # all workers (Ray actor); paper: rate_limit 128; None = off
-    # null = from compat: the trainer's agentrl.compat, told by agentrl_tool_agent (standalone: compat.DEFAULT_MODE)
-    compat: str | None = None
     # null = from compat. "last_line" (open_agentrl, [code]): print(<last non-empty line>) unless it starts with
     # print. "expression" (agentrl): print a final bare expression's value (ast). "off". true/false = expression/off.
     auto_print: str | bool | None = None
@@ -108,8 +106,6 @@ class CodeInterpreterConfig:
     max_sessions: int = 1024  # stateful: trajectories remembered per worker (LRU)
     session_ttl_s: float = 1800.0  # stateful: forget a trajectory idle this long
     max_history_cells: int = 32  # stateful: cells replayed at most (the oldest are dropped)
-    # keys of agentrl.sandbox for this tool only; they win over the trainer's agentrl.sandbox (env wins over both)
-    sandbox: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -120,6 +116,8 @@ class _History:
 
 class CodeInterpreterTool(BaseTool):
     config_class = CodeInterpreterConfig  # the keys its YAML `config:` block accepts
+    recipe: RecipeConfig  # the trainer's agentrl block (use_recipe); standalone until the loop hands one over
+    sandbox_config: SandboxConfig  # recipe.sandbox: the same object the code reward of this process uses
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None = None) -> None:
         self.settings = from_mapping(
@@ -131,25 +129,29 @@ class CodeInterpreterTool(BaseTool):
         s = self.settings
         if s.timeout_s <= 0 or s.memory_mb <= 0 or s.max_concurrency < 1:
             raise ValueError(f"{names.TOOL_NAME}: timeout_s, memory_mb and max_concurrency must be positive")
-        self.use_compat(compat.DEFAULT_MODE)
-        self._sandbox_keys = dict(s.sandbox or {})  # the mapping sandbox_config was built from (trainer's + YAML's)
-        self.sandbox_config = SandboxConfig.from_dict(self._sandbox_keys)
         self._sandbox: Sandbox | None = None
+        self.use_recipe(recipe_config.standalone())
         self._sem = asyncio.Semaphore(s.max_concurrency)
         self._global = GlobalLimiter.maybe(s.global_max_concurrency)
         self._histories: OrderedDict[str, _History] = OrderedDict()
 
     # verl's BaseTool prints the schema at construction; get_openai_tool_schema is inherited.
 
-    def use_compat(self, mode: str) -> None:
-        """Resolve auto_print / failure_reply from ``mode`` (the tool YAML's ``compat`` and explicit keys win)."""
+    def use_recipe(self, recipe: RecipeConfig) -> None:
+        """Take the trainer's resolved ``agentrl`` block: the behaviours the YAML leaves null, and the sandbox.
+
+        The agent loop calls this for every trajectory with the same object (a no-op then). Another sandbox once the
+        sandbox has started is refused (it would run calls somewhere the config no longer says)."""
+        if recipe is getattr(self, "recipe", None):
+            return
+        if self._sandbox is not None and recipe.sandbox != self.sandbox_config:
+            raise RuntimeError(f"{names.TOOL_NAME}: agentrl.sandbox changed after the sandbox started")
         s = self.settings
-        mode = compat.check_mode(s.compat or mode, where=f"{names.TOOL_NAME} compat")
         auto = {True: "expression", False: "off"}.get(s.auto_print, s.auto_print)  # type: ignore[arg-type]
-        self.auto_print = compat.default("auto_print", auto, mode)
-        self.failure_reply = compat.default("failure_reply", s.failure_reply, mode)
-        self.error_text = compat.default("error_text", s.error_text, mode)
-        self.large_output = compat.default("large_output", s.large_output, mode)
+        self.auto_print = recipe.behaviour("auto_print", auto)
+        self.failure_reply = recipe.behaviour("failure_reply", s.failure_reply)
+        self.error_text = recipe.behaviour("error_text", s.error_text)
+        self.large_output = recipe.behaviour("large_output", s.large_output)
         if self.auto_print not in AUTO_PRINT_MODES or self.failure_reply not in FAILURE_REPLIES:
             raise ValueError(
                 f"{names.TOOL_NAME}: auto_print must be one of {AUTO_PRINT_MODES} (or true/false) and failure_reply "
@@ -160,19 +162,7 @@ class CodeInterpreterTool(BaseTool):
                 f"{names.TOOL_NAME}: error_text must be one of {ERROR_TEXTS} and large_output one of {LARGE_OUTPUTS}; "
                 f"got {s.error_text!r}, {s.large_output!r}"
             )
-
-    def use_sandbox(self, trainer_sandbox: Mapping[str, Any]) -> None:
-        """Take the trainer's ``agentrl.sandbox``; the tool YAML's own ``sandbox:`` keys win where set.
-
-        The agent loop calls this for every trajectory: the same block again costs a dict comparison. Another block
-        once the sandbox has started is refused (it would run calls somewhere the config no longer says)."""
-        keys = {**trainer_sandbox, **(self.settings.sandbox or {})}
-        if keys == self._sandbox_keys:
-            return
-        cfg = SandboxConfig.from_dict(keys)
-        if self._sandbox is not None and cfg != self.sandbox_config:
-            raise RuntimeError(f"{names.TOOL_NAME}: agentrl.sandbox changed after the sandbox started")
-        self._sandbox_keys, self.sandbox_config = keys, cfg
+        self.recipe, self.sandbox_config = recipe, recipe.sandbox
 
     @property
     def sandbox(self) -> Sandbox:

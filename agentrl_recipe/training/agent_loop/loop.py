@@ -12,7 +12,7 @@ tokenization, masks and limits are verl's — and changes three things through i
 2. **Per-trajectory fields** in ``AgentLoopOutput.extra_fields`` (names in :mod:`agentrl_recipe.names`), which verl
    turns into ``non_tensor_batch`` columns and hands to the reward manager as ``tool_extra_fields``: turns, tool
    calls, per-call status and latency, failures, malformed calls, void turns, sandbox infra failures and why the
-   trajectory ended. ``FIELD_NUM_TURNS`` equals verl's ``__num_turns__`` (prompt + assistant + tool turns).
+   trajectory ended. ``fields.NUM_TURNS`` equals verl's ``__num_turns__`` (prompt + assistant + tool turns).
 3. **Stateful sessions** end with the trajectory: a tool exposing ``forget(request_id)`` (sync or async; the
    ``code_interpreter`` in stateful mode keys its interpreter state by ``agent_data.request_id``) is told when the
    trajectory that owned the state is over — verl creates and releases tool instances around every single call, so
@@ -44,11 +44,10 @@ from verl.tools.schemas import ToolResponse
 from verl.utils.tokenizer.continuous_token import MergeResult
 
 from agentrl_recipe import names, tasks
-from agentrl_recipe.training import compat, log_filters, trace
-from agentrl_recipe.training import recipe_config as agentrl_config
+from agentrl_recipe.training import log_filters, recipe_config, trace
 from agentrl_recipe.training.agent_loop.code_interpreter import RELEASED_TOOL_ERROR  # [code] an exception of any call
 from agentrl_recipe.training.agent_loop.render_cache import memoize_renders
-from agentrl_recipe.training.agent_loop.settings import AgentLoopSettings
+from agentrl_recipe.training.agent_loop.settings import SECTION, AgentLoopSettings
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 from agentrl_recipe.training.agent_loop.turn_checks import (
     TOOL_CALL_BLOCK,
@@ -68,7 +67,7 @@ _VERL_TOOL_EXCEPTION_PREFIX = "Error executing tool"
 
 
 class Termination(str, Enum):
-    """Why a trajectory ended (``FIELD_TERMINATION``)."""
+    """Why a trajectory ended (``fields.TERMINATION``)."""
 
     ANSWER = "answer"  # the model stopped with a final answer and no tool call
     NO_TOOL_CALL = "no_tool_call"  # the model stopped with neither a tool call nor a final answer (a void ending)
@@ -122,14 +121,11 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.settings = AgentLoopSettings.from_trainer_config(self.config)
-        mode = compat.mode_of(self.config)
-        sandbox = agentrl_config.section(self.config, "sandbox")
-        for tool in self.tools.values():  # the tool YAML cannot see the trainer config: hand it agentrl.compat/sandbox
-            if hasattr(tool, "use_compat"):
-                tool.use_compat(mode)
-            if hasattr(tool, "use_sandbox"):
-                tool.use_sandbox(sandbox)
+        self.recipe = recipe_config.resolve(self.config)
+        self.settings: AgentLoopSettings = self.recipe.settings(SECTION)
+        for tool in self.tools.values():  # the tool YAML cannot see the trainer config: hand it the agentrl block
+            if hasattr(tool, "use_recipe"):
+                tool.use_recipe(self.recipe)
         if self.settings.memoize_renders:
             memoize_renders(self.continuous_token_builder)
         # Block-level checks know the hermes syntax only; other parsers still get the semantic checks (check_call).

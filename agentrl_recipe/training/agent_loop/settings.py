@@ -21,7 +21,7 @@ class AgentLoopSettings:
     # open_agentrl false ([code]/verl: the bad block is dropped and, with no valid call in the turn, the trajectory
     # ends), agentrl true. Either way a valid call of the turn runs first: a malformed one never takes its slot.
     malformed_call_feedback: bool | None = None
-    # Copy the conversation (messages with tool calls and tool responses) into extra_fields[FIELD_MESSAGES]. Off for
+    # Copy the conversation (messages with tool calls and tool responses) into extra_fields[fields.MESSAGES]. Off for
     # training (every row would carry it through the batch and to the reward workers); rollout.py turns it on.
     record_messages: bool = False
     # Memoize verl's chat-template renders (agent_loop/render_cache.py): the constant prefix verl re-tokenizes on
@@ -45,14 +45,6 @@ class AgentLoopSettings:
             elif not isinstance(value, bool) and not (field.name in _FROM_COMPAT and value is None):
                 raise TypeError(f"{names.CONFIG_NAMESPACE}.{SECTION}.{field.name} must be true/false")
 
-    @classmethod
-    def from_trainer_config(cls, trainer_config: Any) -> AgentLoopSettings:
-        from agentrl_recipe.training import compat
-        from agentrl_recipe.training.recipe_config import (
-            from_mapping,
-            section,  # config.py imports this module for SECTIONS
-        )
-
-        settings = from_mapping(cls, section(trainer_config, SECTION), where=f"{names.CONFIG_NAMESPACE}.{SECTION}")
-        mode = compat.mode_of(trainer_config)
-        return dataclasses.replace(settings, **{k: compat.default(k, getattr(settings, k), mode) for k in _FROM_COMPAT})
+    def with_behaviours(self, recipe: Any) -> AgentLoopSettings:
+        """These settings with every null behaviour key set from ``recipe`` (a RecipeConfig: its compat mode)."""
+        return dataclasses.replace(self, **{k: recipe.behaviour(k, getattr(self, k)) for k in _FROM_COMPAT})

@@ -24,11 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training import sandbox_routes
-
-INFRA_STATUS = "infra_error"  # sandbox status: the sandbox failed, not the code
-DEFAULT_TERMINATION = "no_tool_call"  # agent_loop.Termination.NO_TOOL_CALL: a loop that ended without saying why
 
 # What to_dict() writes, in this order (TrajectoryRecord.to_dict before issue 19).
 RECORD_KEYS = (
@@ -85,7 +82,7 @@ class Trajectory:
     prompt: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     response: str = ""  # decoded response (assistant and tool tokens), special tokens skipped — what the reward reads
     messages: list[dict[str, Any]] | None = None  # the conversation (agentrl_tool_agent rows with record_messages)
-    # the agent loop's per-trajectory fields (extra_fields, names.FIELD_*)
+    # the agent loop's per-trajectory fields (extra_fields: agentrl_recipe.fields.LOOP_FIELDS)
     num_turns: int = 0  # == verl's __num_turns__: prompt + assistant + tool turns
     assistant_turns: int = 0
     model_tokens: int = 0  # response tokens the model generated (response_mask == 1) within response_length
@@ -122,12 +119,12 @@ class Trajectory:
         self.tool_latency_s.append(latency_s)
         self.tool_calls = len(self.tool_statuses)
         self.tool_failures = sum(s != "ok" for s in self.tool_statuses)
-        self.tool_infra_failure = INFRA_STATUS in self.tool_statuses
+        self.tool_infra_failure = fields.INFRA_STATUS in self.tool_statuses
         if sandbox_routes.SERVER in metrics:  # a sandbox_fusion call: per-server training metrics
             routed = sandbox_routes.trajectory_fields([metrics])
-            self.sandbox_servers += routed[names.FIELD_SANDBOX_SERVERS]
-            self.sandbox_latency_s += routed[names.FIELD_SANDBOX_LATENCY_S]
-            self.sandbox_failed += routed[names.FIELD_SANDBOX_FAILED]
+            self.sandbox_servers += routed[fields.SANDBOX_SERVERS.column]
+            self.sandbox_latency_s += routed[fields.SANDBOX_LATENCY_S.column]
+            self.sandbox_failed += routed[fields.SANDBOX_FAILED.column]
 
     def record_malformed(self, kind: str) -> None:
         self.malformed_kinds.append(kind)
@@ -138,61 +135,21 @@ class Trajectory:
         self.void_turn = True
 
     def to_extra_fields(self) -> dict[str, Any]:
-        """The agent loop's ``extra_fields`` (keys in :mod:`agentrl_recipe.names`)."""
-        out: dict[str, Any] = {
-            names.FIELD_NUM_TURNS: self.num_turns,
-            names.FIELD_ASSISTANT_TURNS: self.assistant_turns,
-            names.FIELD_MODEL_TOKENS: self.model_tokens,
-            names.FIELD_TOOL_CALLS: self.tool_calls,
-            names.FIELD_TOOL_FAILURES: self.tool_failures,
-            names.FIELD_TOOL_STATUSES: list(self.tool_statuses),
-            names.FIELD_TOOL_LATENCY_S: list(self.tool_latency_s),
-            names.FIELD_MALFORMED_TOOL_CALL: self.malformed_tool_calls,
-            names.FIELD_MALFORMED_KINDS: list(self.malformed_kinds),
-            names.FIELD_VOID_TURN: self.void_turn,
-            names.FIELD_NUM_VOID_TURNS: self.num_void_turns,
-            names.FIELD_TOOL_INFRA_FAILURE: self.tool_infra_failure,
-            names.FIELD_TERMINATION: self.termination or DEFAULT_TERMINATION,
-            names.FIELD_SANDBOX_SERVERS: list(self.sandbox_servers),
-            names.FIELD_SANDBOX_LATENCY_S: list(self.sandbox_latency_s),
-            names.FIELD_SANDBOX_FAILED: list(self.sandbox_failed),
-        }
+        """The agent loop's ``extra_fields``: every :data:`agentrl_recipe.fields.LOOP_FIELDS` under its column."""
+        out = {f.column: copy.copy(getattr(self, f.name)) for f in fields.LOOP_FIELDS if f is not fields.MESSAGES}
+        out[fields.TERMINATION.column] = self.termination or fields.TERMINATION.default()
         if self.messages is not None:
-            out[names.FIELD_MESSAGES] = self.messages
+            out[fields.MESSAGES.column] = self.messages
         return out
 
     # ------------------------------------------------------------------------------------------------ readers
-
     @classmethod
-    def from_extra_fields(cls, fields: Mapping[str, Any], **kwargs: Any) -> Trajectory:
+    def from_extra_fields(cls, columns: Mapping[str, Any], **kwargs: Any) -> Trajectory:
         """The inverse of :meth:`to_extra_fields`; a missing or None field keeps its default. ``kwargs`` set the
         other attributes."""
-
-        def get(name: str, default: Any) -> Any:
-            value = fields.get(name)
-            return default if value is None else value
-
-        kinds = [str(k) for k in get(names.FIELD_MALFORMED_KINDS, [])]
-        return cls(
-            messages=fields.get(names.FIELD_MESSAGES),
-            num_turns=int(get(names.FIELD_NUM_TURNS, 0)),
-            assistant_turns=int(get(names.FIELD_ASSISTANT_TURNS, 0)),
-            model_tokens=int(get(names.FIELD_MODEL_TOKENS, 0)),
-            tool_calls=int(get(names.FIELD_TOOL_CALLS, 0)),
-            tool_failures=int(get(names.FIELD_TOOL_FAILURES, 0)),
-            tool_statuses=list(get(names.FIELD_TOOL_STATUSES, [])),
-            tool_latency_s=[float(x) for x in get(names.FIELD_TOOL_LATENCY_S, [])],
-            malformed_tool_calls=int(get(names.FIELD_MALFORMED_TOOL_CALL, len(kinds))),
-            malformed_kinds=kinds,
-            void_turn=bool(get(names.FIELD_VOID_TURN, False)),
-            num_void_turns=int(get(names.FIELD_NUM_VOID_TURNS, 0)),
-            tool_infra_failure=bool(get(names.FIELD_TOOL_INFRA_FAILURE, False)),
-            termination=fields.get(names.FIELD_TERMINATION),
-            sandbox_servers=list(get(names.FIELD_SANDBOX_SERVERS, [])),
-            sandbox_latency_s=[float(x) for x in get(names.FIELD_SANDBOX_LATENCY_S, [])],
-            sandbox_failed=list(get(names.FIELD_SANDBOX_FAILED, [])),
-            **kwargs,
-        )
+        values = {f.name: f.read(columns[f.column]) for f in fields.LOOP_FIELDS if columns.get(f.column) is not None}
+        values.setdefault(fields.TERMINATION.name, None)  # a loop that never said why: None, not the default
+        return cls(**values, **kwargs)
 
     @classmethod
     def from_batch_row(
@@ -218,13 +175,13 @@ class Trajectory:
         response_ids = batch["responses"][i][:n_response].tolist()
         logprobs = batch["rollout_log_probs"][i][:n_response].tolist() if "rollout_log_probs" in keys else None
         reward_keys = [key for key in output.meta_info.get("reward_extra_keys", []) if key in non_tensor]
-        fields = {
+        columns = {
             key: plain(non_tensor[key][i])
             for key in non_tensor
             if key.startswith("agentrl_") and key not in skip_columns and non_tensor[key][i] is not None
         }
         traj = cls.from_extra_fields(
-            fields,
+            columns,
             response=decode(response_ids),
             prompt_tokens=len(prompt_ids),
             response_tokens=n_response,
@@ -234,7 +191,7 @@ class Trajectory:
             response_logprobs=logprobs,
             score=float(batch["rm_scores"][i].sum()) if "rm_scores" in keys else None,
             reward_extra_info={key: plain(non_tensor[key][i]) for key in reward_keys},
-            extra_fields={k: v for k, v in fields.items() if k != names.FIELD_MESSAGES},
+            extra_fields={k: v for k, v in columns.items() if k != fields.MESSAGES.column},
             **kwargs,
         )
         traj.num_turns = int(non_tensor["__num_turns__"][i])  # verl's own count: also for other agent loops

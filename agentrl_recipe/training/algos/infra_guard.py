@@ -27,10 +27,10 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from agentrl_recipe import names
+from agentrl_recipe import fields, names
 from agentrl_recipe.training.recipe_config import from_mapping
 
-FIELDS = (names.FIELD_TOOL_INFRA_FAILURE, names.FIELD_GRADER_INFRA_FAILURE)
+FIELDS = (fields.TOOL_INFRA_FAILURE.column, fields.GRADER_INFRA_FAILURE.column)
 METRIC_PREFIX = "training/infra_guard"
 GRADER_ERROR_PREFIX = "training/grader_error_guard"
 
@@ -70,7 +70,7 @@ def is_infra_failure(record: Mapping[str, Any]) -> bool:
 
 
 def is_grader_error(record: Mapping[str, Any]) -> bool:
-    return bool(record.get(names.FIELD_GRADER_ERROR))
+    return bool(record.get(fields.GRADER_ERROR.column))
 
 
 class RateWindow:

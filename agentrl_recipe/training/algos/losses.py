@@ -64,7 +64,7 @@ from verl.utils.metric import AggregationType, Metric
 from verl.workers.config import ActorConfig, PolicyLossConfig
 
 from agentrl_recipe import names
-from agentrl_recipe.training import compat, trace
+from agentrl_recipe.training import trace
 
 # The tokens one optimizer update divides its loss by, averaged over the step's updates by verl's trainer
 # (`reduce_metrics`). No "min"/"max" in the name: `reduce_metrics` takes np.min over mini-batches for any key that
@@ -79,26 +79,22 @@ TOKEN_MEAN_SCOPES = ("micro_batch", "mini_batch")
 class TCRPolicyLossConfig(PolicyLossConfig):
     """verl's ``actor.policy_loss`` + agentrl_tcr's keys (``_target_`` in verl_configs/recipe/grpo_tcr.yaml)."""
 
-    token_mean_scope: str | None = None  # null = from compat: open_agentrl micro_batch, agentrl mini_batch
-    compat: str = compat.DEFAULT_MODE  # ${agentrl.compat}: the loss sees only the actor's config
+    # open_agentrl micro_batch ([code]), agentrl mini_batch (verl's). The loss sees only the actor's config: the
+    # shipped configs set it with ${agentrl_compat:token_mean_scope}, the value agentrl.compat gives it.
+    token_mean_scope: str = "mini_batch"
 
     def __post_init__(self) -> None:
-        compat.check_mode(self.compat, where="actor_rollout_ref.actor.policy_loss.compat")
-        if self.token_mean_scope not in (None, *TOKEN_MEAN_SCOPES):
+        if self.token_mean_scope not in TOKEN_MEAN_SCOPES:
             raise ValueError(
-                f"actor_rollout_ref.actor.policy_loss.token_mean_scope must be one of {TOKEN_MEAN_SCOPES} or null, "
+                f"actor_rollout_ref.actor.policy_loss.token_mean_scope must be one of {TOKEN_MEAN_SCOPES}, "
                 f"got {self.token_mean_scope!r}"
             )
-
-    @property
-    def resolved_scope(self) -> str:
-        return compat.default("token_mean_scope", self.token_mean_scope, self.compat)
 
 
 def token_mean_scope(config: ActorConfig) -> str:
     """The actor's token-mean scope: verl's (mini_batch) unless its policy_loss is a :class:`TCRPolicyLossConfig`."""
     policy_loss = config.policy_loss
-    return policy_loss.resolved_scope if isinstance(policy_loss, TCRPolicyLossConfig) else "mini_batch"
+    return policy_loss.token_mean_scope if isinstance(policy_loss, TCRPolicyLossConfig) else "mini_batch"
 
 
 def micro_batch_scale(response_mask: torch.Tensor, global_batch_info: dict[str, Any]) -> torch.Tensor:

@@ -45,11 +45,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrl_recipe import names
-from agentrl_recipe.training.recipe_config import (
-    from_mapping,
-    section,  # config names this module by string only (SECTIONS)
-)
+from agentrl_recipe import fields, names
+from agentrl_recipe.training.recipe_config import from_mapping, resolve  # it names this module by string only
 
 # agent_loop.Termination values that mean the response was cut by the length budget (a tool response that would not
 # fit ends the trajectory before max_response_length is reached)
@@ -59,9 +56,9 @@ REASONS = ("infra_failure", "void_turn", "overlong_filter", "malformed_tool_call
 
 # reason -> the per-trajectory fields that flag it (any one true flags the trajectory)
 _REASON_FIELDS: dict[str, tuple[str, ...]] = {
-    "infra_failure": (names.FIELD_TOOL_INFRA_FAILURE, names.FIELD_GRADER_INFRA_FAILURE),
-    "void_turn": (names.FIELD_VOID_TURN,),
-    "malformed_tool_call": (names.FIELD_MALFORMED_TOOL_CALL,),
+    "infra_failure": (fields.TOOL_INFRA_FAILURE.column, fields.GRADER_INFRA_FAILURE.column),
+    "void_turn": (fields.VOID_TURN.column,),
+    "malformed_tool_call": (fields.MALFORMED_TOOL_CALLS.column,),
 }
 
 
@@ -90,7 +87,7 @@ class MaskConfig:
 
     @classmethod
     def from_trainer_config(cls, trainer_config: Any) -> MaskConfig:
-        return cls.from_dict(section(trainer_config, "masks"))
+        return resolve(trainer_config).settings("masks")
 
     @property
     def enabled(self) -> tuple[str, ...]:
@@ -143,19 +140,19 @@ def compute_trajectory_masks(
     if len(records) != len(response_lengths):
         raise ValueError(f"{len(records)} records but {len(response_lengths)} response lengths")
     flagged: dict[str, list[bool]] = {}
-    for reason, fields in _REASON_FIELDS.items():
-        values = [[_flag(record.get(field)) for field in fields] for record in records]
+    for reason, columns in _REASON_FIELDS.items():
+        values = [[_flag(record.get(column)) for column in columns] for record in records]
         present = any(v is not None for row in values for v in row)
         if getattr(config, reason) and records and not present:
             raise ValueError(
-                f"agentrl.masks.{reason} is on but no trajectory carries {' or '.join(fields)}; these fields are "
+                f"agentrl.masks.{reason} is on but no trajectory carries {' or '.join(columns)}; these fields are "
                 f"written by agent loop {names.AGENT_LOOP!r} and reward manager {names.REWARD_MANAGER!r}"
             )
         if present:
             flagged[reason] = [any(bool(v) for v in row) for row in values]
     if max_response_length is not None:
         flagged["overlong_filter"] = [
-            int(length) >= int(max_response_length) or record.get(names.FIELD_TERMINATION) in TRUNCATED_TERMINATIONS
+            int(length) >= int(max_response_length) or record.get(fields.TERMINATION.column) in TRUNCATED_TERMINATIONS
             for record, length in zip(records, response_lengths, strict=True)
         ]
     elif config.overlong_filter:

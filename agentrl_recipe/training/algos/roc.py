@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrl_recipe import names
+from agentrl_recipe import fields, names
 from agentrl_recipe.training.recipe_config import from_mapping  # config names this module by string only (SECTIONS)
 
 
@@ -55,11 +55,11 @@ class RoCConfig:
 
 def penalty(record: Mapping[str, Any]) -> float:
     """Tool-error and format penalty of one trajectory (0 = clean)."""
-    calls = float(record.get(names.FIELD_TOOL_CALLS) or 0)
-    failures = float(record.get(names.FIELD_TOOL_FAILURES) or 0)
+    calls = float(record.get(fields.TOOL_CALLS.column) or 0)
+    failures = float(record.get(fields.TOOL_FAILURES.column) or 0)
     value = failures / calls if calls > 0 else 0.0
-    value += float(bool(record.get(names.FIELD_MALFORMED_TOOL_CALL)))
-    value += float(bool(record.get(names.FIELD_VOID_TURN)))
+    value += float(bool(record.get(fields.MALFORMED_TOOL_CALLS.column)))
+    value += float(bool(record.get(fields.VOID_TURN.column)))
     return value
 
 

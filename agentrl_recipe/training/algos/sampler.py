@@ -23,6 +23,7 @@ Config (the shipped ``verl_configs/recipe/grpo_tcr.yaml`` wires it; values are i
       train_batch_size: ${data.train_batch_size}
       max_response_length: ${data.max_response_length}     # for agentrl.masks.overlong_filter
       sync_refill_failed_groups: ${trainer.v1.sampler.sync_refill_failed_groups}
+      trajectory_dump: ${agentrl.trajectory_dump}          # optional: the per-step dump `agentrl-recipe view` reads
 
 **Masks** (:mod:`agentrl_recipe.training.algos.masking`). After verl selects the batch, the trajectories to mask get
 their
@@ -82,7 +83,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 from verl.utils.metric import AggregationType, Metric
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training import trace
 from agentrl_recipe.training.algos import roc
 from agentrl_recipe.training.algos.infra_guard import (
@@ -95,7 +96,8 @@ from agentrl_recipe.training.algos.infra_guard import (
 from agentrl_recipe.training.algos.infra_guard import METRIC_PREFIX as INFRA_GUARD_PREFIX
 from agentrl_recipe.training.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 from agentrl_recipe.training.metrics import is_count, step_metrics
-from agentrl_recipe.training.recipe_config import from_mapping, section, to_plain
+from agentrl_recipe.training.recipe_config import from_mapping, resolve, to_plain
+from agentrl_recipe.training.trajectory_dump import TrajectoryDump, TrajectoryDumpConfig
 from agentrl_recipe.training.verl_adapters import metrics_aggregator
 from agentrl_recipe.training.verl_adapters.ppo_trainer import async_buffer_kwargs, sync_buffer_kwargs
 from agentrl_recipe.training.verl_adapters.replay_buffer import (
@@ -155,6 +157,7 @@ class SamplerSettings:
     train_batch_size: int | None = None
     max_response_length: int | None = None
     sync_refill_failed_groups: bool = False
+    trajectory_dump: TrajectoryDumpConfig = dataclasses.field(default_factory=TrajectoryDumpConfig)
 
     @classmethod
     def from_kwargs(cls, sampler_kwargs: Any) -> SamplerSettings:
@@ -167,6 +170,7 @@ class SamplerSettings:
         settings.masks = MaskConfig.from_dict(_to_plain(settings.masks))
         settings.roc = roc.RoCConfig.from_dict(_to_plain(settings.roc))
         settings.infra_guard = InfraGuardConfig.from_dict(_to_plain(settings.infra_guard))
+        settings.trajectory_dump = TrajectoryDumpConfig.from_dict(_to_plain(settings.trajectory_dump))
         groups = {k: v for k, v in (_to_plain(settings.filter_groups) or {}).items() if k != "_target_"}
         settings.filter_groups = from_mapping(FilterGroups, groups, where=f"{SETTINGS_WHERE}.filter_groups")
         if settings.filter_groups.enable and not settings.train_batch_size:
@@ -177,7 +181,9 @@ class SamplerSettings:
 
 
 def _to_plain(value: Any) -> Any:
-    if value is None or isinstance(value, MaskConfig | FilterGroups | roc.RoCConfig | InfraGuardConfig):
+    if value is None or isinstance(
+        value, MaskConfig | FilterGroups | roc.RoCConfig | InfraGuardConfig | TrajectoryDumpConfig
+    ):
         return dataclasses.asdict(value) if value is not None else None
     value = to_plain(value)
     return dict(value) if isinstance(value, Mapping) else value
@@ -195,12 +201,12 @@ class _Configured:
 
     @classmethod
     def read(cls, cfg: Any) -> _Configured:
-        guard_values = section(cfg, "infra_guard")
+        recipe = resolve(cfg)
         return cls(
-            masks=MaskConfig.from_trainer_config(cfg),
-            roc=roc.RoCConfig.from_dict(section(cfg, "roc")),
-            guard=InfraGuardConfig.from_dict(guard_values),
-            guard_set=bool(guard_values),
+            masks=recipe.settings("masks"),
+            roc=recipe.settings("roc"),
+            guard=recipe.settings("infra_guard"),
+            guard_set=bool(recipe.section("infra_guard")),
             groups=cfg.get("algorithm", {}).get("filter_groups", {}) or {},
         )
 
@@ -325,7 +331,7 @@ class StepSamples:
         out.update(step_metrics(self.records, self.data_sources))  # tool, sandbox and per-source reward metrics
         n = max(len(self.records), 1)
         out[f"{INFRA_GUARD_PREFIX}/step_rate"] = sum(is_infra_failure(r) for r in self.records) / n
-        out[f"{GRADER_ERROR_PREFIX}/step_rate"] = sum(bool(r.get(names.FIELD_GRADER_ERROR)) for r in self.records) / n
+        out[f"{GRADER_ERROR_PREFIX}/step_rate"] = sum(bool(r.get(fields.GRADER_ERROR.column)) for r in self.records) / n
         if self.roc:
             out["training/roc/dropped_trajectories"] = float(sum(self.roc_dropped))
             out["training/roc/correct_penalty_mean"] = sum(self.roc_penalties) / max(len(self.roc_penalties), 1)
@@ -390,6 +396,7 @@ class MaskingMixin:
     _step_id: int | None
     _step_calls: int
     _fully_masked: FullyMaskedStreak
+    _trajectory_dump: TrajectoryDump
 
     def _load_settings(self, sampler_kwargs: Any, trainer_config: Any) -> SamplerSettings:
         metrics_aggregator.apply()  # this process runs verl's MetricsAggregator over what sample() returns
@@ -399,6 +406,7 @@ class MaskingMixin:
         self._calls_per_step = parameter_sync_steps(trainer_config)
         self._step, self._step_id, self._step_calls = None, None, 0
         self._fully_masked = FullyMaskedStreak()
+        self._trajectory_dump = TrajectoryDump(self.settings.trajectory_dump)
         return self.settings
 
     def _replacement_refill(self) -> Callable[[int], int] | None:
@@ -476,6 +484,10 @@ class MaskingMixin:
     ) -> dict[str, Any]:
         """Zero the masked trajectories' masks in TransferQueue; this call's counts, and the step's metrics when it
         is the step's last call."""
+        if self.settings.trajectory_dump.wants(global_steps):  # before the masks zero response_mask
+            s = self.settings
+            flags = compute_trajectory_masks(samples.records, samples.lengths, s.max_response_length, s.masks).flagged
+            self._trajectory_dump.write(batch, samples.records, samples.masked, flags, global_steps)
         _zero_masks(batch, samples.masked)
         out: dict[str, Any] = {
             key: Metric(AggregationType.SUM, value)

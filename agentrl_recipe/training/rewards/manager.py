@@ -3,8 +3,8 @@
 Selected with ``reward.reward_manager.name=agentrl_reward`` (registered by :mod:`agentrl_recipe.plugin`); settings
 come from ``reward.reward_kwargs.*`` (:class:`~agentrl_recipe.training.rewards.reward_kwargs.RewardKwargs`, every key
 documented there with the paper's value), the
-sandbox from ``agentrl.sandbox`` (:func:`agentrl_recipe.training.recipe_config.sandbox_config`, the same block the
-rollout tool uses).
+sandbox from ``agentrl.sandbox`` (:attr:`agentrl_recipe.training.recipe_config.RecipeConfig.sandbox`, the same object
+the rollout tool uses).
 
 Per trajectory (``run_single`` on verl's 1-row DataProto):
 
@@ -37,9 +37,8 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
-from agentrl_recipe import names, tasks
-from agentrl_recipe.training import sandbox_routes, trace
-from agentrl_recipe.training.recipe_config import sandbox_config
+from agentrl_recipe import fields, names, tasks
+from agentrl_recipe.training import recipe_config, sandbox_routes, trace
 from agentrl_recipe.training.rewards import hack_patterns, scoring
 from agentrl_recipe.training.rewards.grade_budget import QueueClock, within_budget
 from agentrl_recipe.training.rewards.isolation import GraderTimeout
@@ -62,11 +61,11 @@ REWARD_INFO_KEYS = (
     "overlong",  # the response entered the overlong buffer
     "overlong_reward",  # the overlong penalty added (≤ 0)
     "response_tokens",  # the length the overlong rule measured
-    names.FIELD_GRADER_TIMEOUT,  # the grade hit grader_timeout_s (or math-verify's hard timeout)
-    names.FIELD_GRADER_INFRA_FAILURE,  # the sandbox failed while grading: score says nothing, mask it
-    names.FIELD_GRADER_ERROR,  # grading raised: scored as a wrong answer, counted, the step goes on
-    names.FIELD_REWARD_HACK_PATTERNS,  # code: the released grader's hacks the graded program shows (hack_patterns)
-    names.FIELD_REWARD_SANDBOX_ROUTES,  # JSON: the sandbox_fusion servers the grade reached (per-server metrics)
+    fields.GRADER_TIMEOUT.column,  # the grade hit grader_timeout_s (or math-verify's hard timeout)
+    fields.GRADER_INFRA_FAILURE.column,  # the sandbox failed while grading: score says nothing, mask it
+    fields.GRADER_ERROR.column,  # grading raised: scored as a wrong answer, counted, the step goes on
+    fields.REWARD_HACK_PATTERNS.column,  # code: the released grader's hacks the graded program shows (hack_patterns)
+    fields.REWARD_SANDBOX_ROUTES.column,  # JSON: the sandbox_fusion servers the grade reached (per-server metrics)
     "grade_s",  # seconds spent grading (for latency metrics)
     "sandbox_queue_s",  # of those, seconds the grade's sandbox runs waited for a slot (not in grader_timeout_s)
 )
@@ -109,8 +108,9 @@ class AgentRLRewardManager(RewardManagerBase):
         super().__init__(config, tokenizer, compute_score)
         if unused:
             logger.warning("agentrl_reward ignores constructor arguments %s", sorted(unused))
+        self.recipe = recipe_config.resolve(config)
         self.settings = RewardKwargs.from_trainer_config(config)
-        self.sandbox_config = sandbox_config(config)
+        self.sandbox_config = self.recipe.sandbox  # the tool's, in a process that runs both
         # verl hands us its default_compute_score unless reward.custom_reward_function is set; ours replaces it.
         self.custom_score_fn = None if _is_verl_default(compute_score) else compute_score
         self.reward_router_address = reward_router_address
@@ -154,14 +154,14 @@ class AgentRLRewardManager(RewardManagerBase):
                 "overlong": penalty < 0,
                 "overlong_reward": penalty,
                 "response_tokens": length,
-                names.FIELD_GRADER_TIMEOUT: timed_out,
-                names.FIELD_GRADER_INFRA_FAILURE: infra,
-                names.FIELD_GRADER_ERROR: bool(result.get(names.FIELD_GRADER_ERROR, False)),
+                fields.GRADER_TIMEOUT.column: timed_out,
+                fields.GRADER_INFRA_FAILURE.column: infra,
+                fields.GRADER_ERROR.column: bool(result.get(fields.GRADER_ERROR.column, False)),
                 "grade_s": grade_s,
                 "sandbox_queue_s": queue_s,
             }
         )
-        info[names.FIELD_REWARD_HACK_PATTERNS] = self._hack_patterns(info["task_kind"], solution_str)
+        info[fields.REWARD_HACK_PATTERNS.column] = self._hack_patterns(info["task_kind"], solution_str)
         return {"reward_score": shaped + penalty, "reward_extra_info": info}
 
     # --- internals ---
@@ -179,7 +179,7 @@ class AgentRLRewardManager(RewardManagerBase):
             s.tool_bonus,
             cap=s.tool_bonus_cap,
             per_call=s.tool_bonus_per_call,
-            tool_calls=_optional_int(row.tool_fields.get(names.FIELD_TOOL_CALLS)),
+            tool_calls=_optional_int(row.tool_fields.get(fields.TOOL_CALLS.column)),
             count=s.tool_bonus_count,
         )
 
@@ -220,7 +220,7 @@ class AgentRLRewardManager(RewardManagerBase):
                 result, timed_out = _timeout_result(data_source), True
             except Exception as exc:  # one row's grader failure never fails the step (verl awaits us with no try)
                 result, timed_out = _grader_error_result(data_source, exc), False
-            result = {**result, names.FIELD_REWARD_SANDBOX_ROUTES: routes.to_json()}
+            result = {**result, fields.REWARD_SANDBOX_ROUTES.column: routes.to_json()}
             return result, timed_out, time.monotonic() - start, sandbox.queued_s
 
     async def _score(
@@ -279,11 +279,11 @@ class AgentRLRewardManager(RewardManagerBase):
             return valid_len
         if "response_mask" in item.batch.keys():  # noqa: SIM118 - TensorDict has no `in`
             return int(item.batch["response_mask"][:valid_len].sum())
-        if names.FIELD_MODEL_TOKENS in tool_fields:
-            return int(tool_fields[names.FIELD_MODEL_TOKENS])
+        if fields.MODEL_TOKENS.column in tool_fields:
+            return int(tool_fields[fields.MODEL_TOKENS.column])
         raise ValueError(
             "reward.reward_kwargs.overlong_count=model needs the response_mask or the agent loop's "
-            f"{names.FIELD_MODEL_TOKENS!r} field (agentrl_tool_agent writes it); this trajectory has neither"
+            f"{fields.MODEL_TOKENS.column!r} field (agentrl_tool_agent writes it); this trajectory has neither"
         )
 
 
@@ -301,7 +301,7 @@ def _grader_error_result(data_source: str, exc: Exception) -> dict[str, Any]:
         type(exc).__name__,
         exc,
     )
-    return {**_timeout_result(data_source), names.FIELD_GRADER_ERROR: True}
+    return {**_timeout_result(data_source), fields.GRADER_ERROR.column: True}
 
 
 def _optional_int(value: Any) -> int | None:

@@ -10,8 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from agentrl_recipe.training import compat
-from agentrl_recipe.training.recipe_config import from_mapping, to_plain
+from agentrl_recipe.training.recipe_config import RecipeConfig, from_mapping, resolve, standalone, to_plain
 from agentrl_recipe.training.rewards import scoring
 from agentrl_recipe.training.rewards.ground_truth import GROUND_TRUTH_FORMS, LEETCODE_TESTS
 
@@ -42,7 +41,7 @@ class RewardKwargs:
     max_resp_len: int | None = None
     # Which tokens the overlong rule counts. "all" [paper]/[code]/verl DAPO: every response token, tool outputs
     # included. "model": only tokens the model generated (response_mask == 1) — needs the batch's response_mask or
-    # the agent loop's names.FIELD_MODEL_TOKENS field.
+    # the agent loop's fields.MODEL_TOKENS.column field.
     overlong_count: str = "all"
     # Keys left None take the value agentrl.compat gives them (agentrl_recipe/training/compat.py): open_agentrl = the
     # released code, agentrl = our fixes.
@@ -121,8 +120,9 @@ class RewardKwargs:
                 )
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any] | None, *, mode: str = compat.DEFAULT_MODE) -> RewardKwargs:
-        """The kwargs with every None behaviour key set from compat ``mode``."""
+    def from_dict(cls, values: Mapping[str, Any] | None, *, recipe: RecipeConfig | None = None) -> RewardKwargs:
+        """The kwargs with every None behaviour key set from ``recipe``'s compat mode (default: the plugin's)."""
+        recipe = recipe or standalone()
         kwargs = from_mapping(cls, _plain(values), where="reward.reward_kwargs")
         keys = (
             "tool_bonus",
@@ -133,13 +133,13 @@ class RewardKwargs:
             "ground_truth_form",
             "leetcode_tests",
         )
-        return dataclasses.replace(kwargs, **{k: compat.default(k, getattr(kwargs, k), mode) for k in keys})
+        return dataclasses.replace(kwargs, **{k: recipe.behaviour(k, getattr(kwargs, k)) for k in keys})
 
     @classmethod
     def from_trainer_config(cls, config: Any) -> RewardKwargs:
         reward = config.get("reward") if hasattr(config, "get") else None
         values = _plain(reward.get("reward_kwargs") if reward is not None else None)
-        kwargs = cls.from_dict(values, mode=compat.mode_of(config))
+        kwargs = cls.from_dict(values, recipe=resolve(config))
         if kwargs.max_resp_len is None:
             data = config.get("data") if hasattr(config, "get") else None
             max_len = data.get("max_response_length") if data is not None else None

@@ -3,7 +3,7 @@ penalty (tested directly and through :class:`agentrl_recipe.training.rewards.man
 
 from __future__ import annotations
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 
 
 def apply_tool_bonus(
@@ -26,7 +26,7 @@ def apply_tool_bonus(
     elif count == "tool_calls":
         if tool_calls is None:
             raise ValueError(
-                f"tool_bonus_count=tool_calls needs the agent loop's {names.FIELD_TOOL_CALLS!r} field, which this "
+                f"tool_bonus_count=tool_calls needs the agent loop's {fields.TOOL_CALLS.column!r} field, which this "
                 "trajectory lacks; run through agentrl_tool_agent or set reward.reward_kwargs.tool_bonus_count=turns"
             )
         n = int(tool_calls)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training.rewards.hack_patterns import PATTERNS
 
 _USED_KEYS = (
@@ -26,10 +26,10 @@ _USED_KEYS = (
     "num_turns",
     "grade_s",
     "sandbox_queue_s",
-    names.FIELD_GRADER_TIMEOUT,
-    names.FIELD_GRADER_INFRA_FAILURE,
-    names.FIELD_GRADER_ERROR,
-    names.FIELD_REWARD_HACK_PATTERNS,
+    fields.GRADER_TIMEOUT.column,
+    fields.GRADER_INFRA_FAILURE.column,
+    fields.GRADER_ERROR.column,
+    fields.REWARD_HACK_PATTERNS.column,
 )
 
 
@@ -67,9 +67,9 @@ def reward_metrics(
                     out[f"{prefix}/{ds}/{key}"] = value
     ratios = {
         "overlong_ratio": "overlong",
-        "grader_timeout_ratio": names.FIELD_GRADER_TIMEOUT,
-        "grader_infra_failure_ratio": names.FIELD_GRADER_INFRA_FAILURE,
-        "grader_error_ratio": names.FIELD_GRADER_ERROR,
+        "grader_timeout_ratio": fields.GRADER_TIMEOUT.column,
+        "grader_infra_failure_ratio": fields.GRADER_INFRA_FAILURE.column,
+        "grader_error_ratio": fields.GRADER_ERROR.column,
     }
     for metric, key in ratios.items():
         if key in infos and n:
@@ -81,8 +81,8 @@ def reward_metrics(
             value = _mean(infos[key])
             if value is not None:
                 out[f"{prefix}/{key}/mean"] = value
-    if names.FIELD_REWARD_HACK_PATTERNS in infos:
-        out.update(hack_pattern_counts(infos[names.FIELD_REWARD_HACK_PATTERNS], infos.get("acc"), prefix=prefix))
+    if fields.REWARD_HACK_PATTERNS.column in infos:
+        out.update(hack_pattern_counts(infos[fields.REWARD_HACK_PATTERNS.column], infos.get("acc"), prefix=prefix))
     if "grade_s" in infos:
         arr = _numbers(infos["grade_s"])
         if arr.size:

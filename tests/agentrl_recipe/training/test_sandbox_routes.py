@@ -10,7 +10,7 @@ import types
 import pytest
 from sandbox_test_helpers import serve
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
 from agentrl_recipe.training.agent_loop.loop import close_trajectory
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
@@ -49,10 +49,10 @@ def test_two_server_fleet_stats_show_up_in_the_step_metrics(pool):
         later = trajectory(tool, [f"print({i})" for i in range(4)])
         view = tool.sandbox.describe()["servers"]
 
-    assert first[names.FIELD_SANDBOX_FAILED] == [] and sorted(first[names.FIELD_SANDBOX_SERVERS]) == sorted(
+    assert first[fields.SANDBOX_FAILED.column] == [] and sorted(first[fields.SANDBOX_SERVERS.column]) == sorted(
         [url_a, url_a, url_b, url_b]
     )
-    assert later[names.FIELD_SANDBOX_SERVERS] == [url_a] * 4 and later[names.FIELD_SANDBOX_FAILED] == [url_b]
+    assert later[fields.SANDBOX_SERVERS.column] == [url_a] * 4 and later[fields.SANDBOX_FAILED.column] == [url_b]
     metrics = step_metrics([first, later], ["aime2024", "aime2024"])
     a, b = (f"agentrl_sandbox/server/{server_key(u)}" for u in (url_a, url_b))
     assert (metrics[f"{a}/calls"], metrics[f"{a}/failures"]) == (6.0, 0.0)
@@ -69,6 +69,6 @@ def test_server_keys_are_tracker_safe_and_backends_without_servers_add_none(pool
     local = CodeInterpreterTool({"type": "native", "global_max_concurrency": None}, None)
     local._sandbox = pool  # the local backend: results carry no route
     record = trajectory(local, ["print(1)"])
-    assert record[names.FIELD_SANDBOX_SERVERS] == [] and server_metrics([record]) == {}
+    assert record[fields.SANDBOX_SERVERS.column] == [] and server_metrics([record]) == {}
     with pytest.raises(ValueError):  # servers and latencies out of step: a bug upstream, never silently cut
-        server_metrics([{names.FIELD_SANDBOX_SERVERS: ["http://a:1"], names.FIELD_SANDBOX_LATENCY_S: []}])
+        server_metrics([{fields.SANDBOX_SERVERS.column: ["http://a:1"], fields.SANDBOX_LATENCY_S.column: []}])

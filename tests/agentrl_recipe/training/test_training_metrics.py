@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training.metrics import is_count, step_metrics
 
 
 def _trajectory(calls: list[tuple[str, float]], turns: int, acc: bool, void: bool = False) -> dict:
     return {
-        names.FIELD_TOOL_CALLS: len(calls),
-        names.FIELD_TOOL_STATUSES: [status for status, _ in calls],
-        names.FIELD_TOOL_LATENCY_S: [latency for _, latency in calls],
-        names.FIELD_MALFORMED_KINDS: [],
-        names.FIELD_TERMINATION: "answered",
-        names.FIELD_VOID_TURN: void,
-        names.FIELD_TOOL_INFRA_FAILURE: False,
-        names.FIELD_NUM_TURNS: turns,
+        fields.TOOL_CALLS.column: len(calls),
+        fields.TOOL_STATUSES.column: [status for status, _ in calls],
+        fields.TOOL_LATENCY_S.column: [latency for _, latency in calls],
+        fields.MALFORMED_KINDS.column: [],
+        fields.TERMINATION.column: "answered",
+        fields.VOID_TURN.column: void,
+        fields.TOOL_INFRA_FAILURE.column: False,
+        fields.NUM_TURNS.column: turns,
         "acc": acc,
         "score": 1.0 if acc else -1.0,
         "overlong": False,

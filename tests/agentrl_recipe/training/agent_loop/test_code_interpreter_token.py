@@ -12,7 +12,7 @@ from loop_helpers import call, with_updates
 from sandbox_test_helpers import serve
 from transformers import AutoTokenizer
 
-from agentrl_recipe import names
+from agentrl_recipe import fields, names
 from agentrl_recipe.offline.rollout import arollout
 from agentrl_recipe.training import sandbox_routes
 from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
@@ -78,9 +78,9 @@ async def test_the_trainer_token_file_reaches_the_tool_and_the_code_reward(
     assert (record.tool_calls, record.tool_statuses, record.tool_failures) == (1, ["ok"], 0)
     assert record.messages[2] == {"role": "tool", "content": "42\n"}
     assert record.sandbox_servers == [guarded_url]  # the call went to the trainer's server, not a local pool
-    routes = json.loads(record.reward_extra_info[names.FIELD_REWARD_SANDBOX_ROUTES])
+    routes = json.loads(record.reward_extra_info[fields.REWARD_SANDBOX_ROUTES.column])
     assert [r[sandbox_routes.SERVER] for r in routes] == [guarded_url]  # the grade ran there too
-    assert record.reward_extra_info[names.FIELD_GRADER_INFRA_FAILURE] is False
+    assert record.reward_extra_info[fields.GRADER_INFRA_FAILURE.column] is False
     assert record.score == pytest.approx(1.0)
 
 
@@ -96,14 +96,14 @@ async def test_code_over_the_servers_limit_is_the_models_error(tiny_model_dir, b
     reason = "request code is 308; this server accepts at most 256 (--max-code-bytes)"
     note = f"Error: the code is too large to run ({reason}). Send shorter code."
     assert record.messages[2] == {"role": "tool", "content": note}
-    assert record.reward_extra_info[names.FIELD_GRADER_INFRA_FAILURE] is False
+    assert record.reward_extra_info[fields.GRADER_INFRA_FAILURE.column] is False
 
 
 async def test_without_the_token_every_call_is_refused(tiny_model_dir, base_cfg, guarded_url):
     """The control: the same server without the token answers 401, which the tool reports as infra_error."""
     record = await roll(tiny_model_dir, base_cfg, {"backend": "sandbox_fusion", "url": guarded_url})
     assert (record.tool_calls, record.tool_statuses, record.tool_failures) == (1, ["infra_error"], 1)
-    assert record.reward_extra_info[names.FIELD_GRADER_INFRA_FAILURE] is True
+    assert record.reward_extra_info[fields.GRADER_INFRA_FAILURE.column] is True
 
 
 def test_the_tool_yaml_keys_win_over_the_trainer_block() -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from loop_helpers import call, row, with_updates
 
-from agentrl_recipe import names
+from agentrl_recipe import fields, names
 from agentrl_recipe.offline.rollout import Rollout
 from verl_cpu.hf_client import HFGenerationClient
 from verl_cpu.scripted import ScriptRequest
@@ -73,11 +73,11 @@ async def test_mixed_batch_is_padded_and_aligned(tiny_model_dir, base_cfg):
             assert len(switches) >= 2
             context = tensors["responses"][i][switches[0] + 1 : switches[1] + 1]
             assert "<tool_response>\n42\n\n</tool_response>" in tokenizer.decode(context)
-            assert non_tensor[names.FIELD_TOOL_CALLS][i] == 1
+            assert non_tensor[fields.TOOL_CALLS.column][i] == 1
         else:
             assert (mask[:n_response] == 1).all()  # single turn: all generated
             assert non_tensor["__num_turns__"][i] == 2
-            assert non_tensor[names.FIELD_TOOL_CALLS][i] is None  # verl fills other loops' missing fields with None
+            assert non_tensor[fields.TOOL_CALLS.column][i] is None  # verl fills other loops' missing fields with None
     # the two samples of a row are different trajectories
     assert not torch.equal(tensors["responses"][0], tensors["responses"][1])
     assert result.metrics["agentrl_tools/calls_per_traj/mean"] == 1.0

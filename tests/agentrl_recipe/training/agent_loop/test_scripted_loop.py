@@ -8,7 +8,7 @@ import pytest
 from loop_helpers import call, row, with_updates
 from transformers import AutoTokenizer
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.offline.rollout import Rollout, arollout
 from agentrl_recipe.training.metrics import batch_metrics
 from verl_cpu.scripted import ScriptedClient, ScriptedTurn, ScriptRequest, turns
@@ -41,14 +41,14 @@ async def test_valid_call_puts_tool_output_in_context(tokenizer, base_cfg):
     assert second_prompt.endswith("<tool_response>\n42\n\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
     assert (record.tool_calls, record.tool_statuses, record.tool_failures) == (1, ["ok"], 0)
     assert len(record.tool_latency_s) == 1 and record.tool_latency_s[0] > 0
-    assert record.num_turns == 4 and record.extra_fields[names.FIELD_NUM_TURNS] == 4
-    assert record.extra_fields[names.FIELD_ASSISTANT_TURNS] == 2
+    assert record.num_turns == 4 and record.extra_fields[fields.NUM_TURNS.column] == 4
+    assert record.extra_fields[fields.ASSISTANT_TURNS.column] == 2
     assert (record.malformed_tool_calls, record.void_turn, record.termination) == (0, False, "answer")
     assert record.response.endswith(ANSWER)
     # the tool's output is context (mask 0), the two turns are the model's (mask 1)
     masked = [t for t, m in zip(record.response_ids, record.response_mask, strict=True) if m == 1]
     assert tokenizer.decode(masked) == "Let me compute.\n" + call("print(6*7)") + "<|im_end|>" + ANSWER + "<|im_end|>"
-    assert record.extra_fields[names.FIELD_MODEL_TOKENS] == sum(record.response_mask)
+    assert record.extra_fields[fields.MODEL_TOKENS.column] == sum(record.response_mask)
     assert record.messages[-2] == {"role": "tool", "content": "42\n"}
 
 
@@ -57,10 +57,10 @@ async def test_bad_json_gets_an_error_and_another_turn(tokenizer, base_cfg):
     record, client = await run_one(tokenizer, base_cfg, turns(broken, call("print(6*7)"), ANSWER))
     assert "not valid JSON" in client.calls[1].prompt_text  # the error came back as the tool response
     assert len(client.calls) == 3
-    assert record.malformed_tool_calls == 1 and record.extra_fields[names.FIELD_MALFORMED_KINDS] == ["bad_json"]
+    assert record.malformed_tool_calls == 1 and record.extra_fields[fields.MALFORMED_KINDS.column] == ["bad_json"]
     assert record.tool_calls == 1  # only the valid call ran
-    assert record.num_turns == 6 and record.extra_fields[names.FIELD_ASSISTANT_TURNS] == 3
-    assert record.void_turn is True and record.extra_fields[names.FIELD_NUM_VOID_TURNS] == 1
+    assert record.num_turns == 6 and record.extra_fields[fields.ASSISTANT_TURNS.column] == 3
+    assert record.void_turn is True and record.extra_fields[fields.NUM_VOID_TURNS.column] == 1
     # the conversation keeps what the model wrote, so it still renders to the same tokens
     assert record.messages[1] == {"role": "assistant", "content": broken}
     assert record.messages[2]["role"] == "tool" and record.messages[2]["content"].startswith("Error:")
@@ -85,7 +85,7 @@ async def test_every_malformed_kind_is_answered_and_counted(tokenizer, base_cfg)
     client = scripted(tokenizer, base_cfg, script)
     result = await arollout([row(f"case {k}") for k in kinds], client, base_cfg, progress=False)
     for kind, record in zip(kinds, result.records, strict=True):
-        assert record.extra_fields[names.FIELD_MALFORMED_KINDS] == [kind], kind
+        assert record.extra_fields[fields.MALFORMED_KINDS.column] == [kind], kind
         assert record.tool_calls == 0 and record.num_turns == 4, kind
         assert record.messages[2]["content"].startswith("Error:"), kind
         assert record.response.endswith(ANSWER), kind
@@ -108,7 +108,7 @@ async def test_sixteen_turn_limit(tokenizer, base_cfg):
     cfg = with_updates(base_cfg, data__max_response_length=2048)
     record, client = await run_one(tokenizer, cfg, lambda request: call(f"print({request.turn})"))
     assert len(client.calls) == 16
-    assert record.extra_fields[names.FIELD_ASSISTANT_TURNS] == 16 and record.tool_calls == 15
+    assert record.extra_fields[fields.ASSISTANT_TURNS.column] == 16 and record.tool_calls == 15
     assert record.termination == "max_assistant_turns"
     assert record.num_turns == 15 + 16 + 1
     assert record.void_turn is False  # every turn, the last included, made a complete call
@@ -145,7 +145,7 @@ async def test_reward_sees_num_turns_and_tool_fields(tokenizer, base_cfg):
         wrong = "case wrong" in request.prompt_text
         return call("print(6*7)") if request.turn == 0 else ("\\boxed{41}" if wrong else ANSWER)
 
-    # overlong_count=model makes the manager read FIELD_MODEL_TOKENS from tool_extra_fields (the per-trajectory
+    # overlong_count=model makes the manager read fields.MODEL_TOKENS from tool_extra_fields (the per-trajectory
     # batch verl sends the reward worker has no response_mask)
     cfg = with_updates(
         base_cfg, reward__reward_kwargs__overlong_buffer_cfg__len=256, reward__reward_kwargs__overlong_count="model"
@@ -158,7 +158,7 @@ async def test_reward_sees_num_turns_and_tool_fields(tokenizer, base_cfg):
     assert wrong.score == pytest.approx(-0.9)  # min(-0.6, -1 + 0.1 · 1 tool call) [paper Eq. 8]
     assert wrong.reward_extra_info["num_turns"] == wrong.num_turns == 4
     assert wrong.reward_extra_info["tool_bonus"] == pytest.approx(0.1)
-    model_tokens = wrong.extra_fields[names.FIELD_MODEL_TOKENS]
+    model_tokens = wrong.extra_fields[fields.MODEL_TOKENS.column]
     assert model_tokens == sum(wrong.response_mask) < wrong.response_tokens  # tool tokens are not the model's
     assert wrong.reward_extra_info["response_tokens"] == model_tokens  # arrived through tool_extra_fields
     assert result.metrics["agentrl_rollout/score_mean"] == pytest.approx(0.05)

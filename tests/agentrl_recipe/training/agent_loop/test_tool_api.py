@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrl_recipe import fields
 from agentrl_recipe.training.agent_loop import tool_api
 from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterConfig, CodeInterpreterTool
 from agentrl_sandbox.types import STATUSES
@@ -30,4 +31,4 @@ def test_a_tool_without_forget_is_not_one() -> None:
 
 
 def test_the_infra_status_is_the_sandboxs() -> None:
-    assert tool_api.INFRA_STATUS in STATUSES
+    assert fields.INFRA_STATUS in STATUSES

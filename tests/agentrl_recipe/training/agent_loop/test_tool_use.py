@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.eval.tool_stats import tool_stats
 from agentrl_recipe.training.agent_loop.tool_use import distribution, int_histogram, tool_use_stats
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
@@ -60,7 +60,7 @@ def test_training_and_eval_report_the_same_numbers():
     assert train["agentrl_tools/void_turn_frac"] == evaluated["void_turn_rate"] == 0.5
     assert train["agentrl_tools/num_turns/mean"] == evaluated["turns_per_trajectory"]["mean"] == 5.0
     assert train["agentrl_tools/malformed_per_traj/mean"] * 2 == evaluated["malformed_tool_calls"] == 1
-    assert columns[names.FIELD_TOOL_CALLS] == [1, 2]
+    assert columns[fields.TOOL_CALLS.column] == [1, 2]
 
 
 def test_the_statistics_module_is_a_leaf():

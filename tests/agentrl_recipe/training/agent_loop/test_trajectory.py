@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training import sandbox_routes
 from agentrl_recipe.training.agent_loop.trajectory import EVAL_KEYS, RECORD_KEYS, TOKEN_KEYS, Trajectory, plain
 
@@ -24,35 +24,35 @@ def _recorded() -> Trajectory:
 
 def test_record_call_keeps_the_counts_the_loop_writes():
     fields = _recorded().to_extra_fields()
-    assert fields[names.FIELD_TOOL_CALLS] == 3 and fields[names.FIELD_TOOL_FAILURES] == 1
-    assert fields[names.FIELD_TOOL_INFRA_FAILURE] is True
-    assert fields[names.FIELD_MALFORMED_TOOL_CALL] == 1 and fields[names.FIELD_MALFORMED_KINDS] == ["bad_json"]
-    assert fields[names.FIELD_VOID_TURN] is True and fields[names.FIELD_NUM_VOID_TURNS] == 1
-    assert fields[names.FIELD_SANDBOX_SERVERS] == ["http://a:1"] and fields[names.FIELD_SANDBOX_LATENCY_S] == [0.2]
-    assert fields[names.FIELD_SANDBOX_FAILED] == ["http://b:2"]
-    assert names.FIELD_MESSAGES not in fields  # only with record_messages
+    assert fields[fields.TOOL_CALLS.column] == 3 and fields[fields.TOOL_FAILURES.column] == 1
+    assert fields[fields.TOOL_INFRA_FAILURE.column] is True
+    assert fields[fields.MALFORMED_TOOL_CALLS.column] == 1 and fields[fields.MALFORMED_KINDS.column] == ["bad_json"]
+    assert fields[fields.VOID_TURN.column] is True and fields[fields.NUM_VOID_TURNS.column] == 1
+    assert fields[fields.SANDBOX_SERVERS.column] == ["http://a:1"] and fields[fields.SANDBOX_LATENCY_S.column] == [0.2]
+    assert fields[fields.SANDBOX_FAILED.column] == ["http://b:2"]
+    assert fields.MESSAGES.column not in fields  # only with record_messages
 
 
 def test_extra_fields_keys_are_the_contract_with_verl_and_the_metrics():
     assert list(Trajectory().to_extra_fields()) == [
-        names.FIELD_NUM_TURNS,
-        names.FIELD_ASSISTANT_TURNS,
-        names.FIELD_MODEL_TOKENS,
-        names.FIELD_TOOL_CALLS,
-        names.FIELD_TOOL_FAILURES,
-        names.FIELD_TOOL_STATUSES,
-        names.FIELD_TOOL_LATENCY_S,
-        names.FIELD_MALFORMED_TOOL_CALL,
-        names.FIELD_MALFORMED_KINDS,
-        names.FIELD_VOID_TURN,
-        names.FIELD_NUM_VOID_TURNS,
-        names.FIELD_TOOL_INFRA_FAILURE,
-        names.FIELD_TERMINATION,
-        names.FIELD_SANDBOX_SERVERS,
-        names.FIELD_SANDBOX_LATENCY_S,
-        names.FIELD_SANDBOX_FAILED,
+        fields.NUM_TURNS.column,
+        fields.ASSISTANT_TURNS.column,
+        fields.MODEL_TOKENS.column,
+        fields.TOOL_CALLS.column,
+        fields.TOOL_FAILURES.column,
+        fields.TOOL_STATUSES.column,
+        fields.TOOL_LATENCY_S.column,
+        fields.MALFORMED_TOOL_CALLS.column,
+        fields.MALFORMED_KINDS.column,
+        fields.VOID_TURN.column,
+        fields.NUM_VOID_TURNS.column,
+        fields.TOOL_INFRA_FAILURE.column,
+        fields.TERMINATION.column,
+        fields.SANDBOX_SERVERS.column,
+        fields.SANDBOX_LATENCY_S.column,
+        fields.SANDBOX_FAILED.column,
     ]
-    assert Trajectory().to_extra_fields()[names.FIELD_TERMINATION] == "no_tool_call"
+    assert Trajectory().to_extra_fields()[fields.TERMINATION.column] == "no_tool_call"
 
 
 def test_from_extra_fields_inverts_to_extra_fields():
@@ -60,9 +60,9 @@ def test_from_extra_fields_inverts_to_extra_fields():
     traj.messages = [{"role": "user", "content": "hi"}]
     back = Trajectory.from_extra_fields(traj.to_extra_fields())
     assert back.to_extra_fields() == traj.to_extra_fields()
-    other_loop = Trajectory.from_extra_fields({names.FIELD_TOOL_CALLS: None})  # single_turn_agent rows: None
+    other_loop = Trajectory.from_extra_fields({fields.TOOL_CALLS.column: None})  # single_turn_agent rows: None
     assert (other_loop.tool_calls, other_loop.tool_statuses, other_loop.termination) == (0, [], None)
-    assert Trajectory.from_extra_fields({names.FIELD_MALFORMED_KINDS: ["a", "b"]}).malformed_tool_calls == 2
+    assert Trajectory.from_extra_fields({fields.MALFORMED_KINDS.column: ["a", "b"]}).malformed_tool_calls == 2
 
 
 def test_json_records_keep_their_keys():

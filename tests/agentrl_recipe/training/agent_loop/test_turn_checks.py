@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 from verl.experimental.agent_loop.tool_parser import FunctionCall, HermesToolParser
 from verl.tools.schemas import OpenAIFunctionToolSchema
 
-from agentrl_recipe import names, tasks
+from agentrl_recipe import fields, names, tasks
 from agentrl_recipe.training.agent_loop.turn_checks import MalformedCall, check_call, check_hermes_blocks
 from agentrl_recipe.training.metrics import batch_metrics
 
@@ -88,13 +88,13 @@ def test_call_checks():
 def test_batch_metrics_over_mixed_rows():
     columns = {
         "__num_turns__": [4, 2, 6],
-        names.FIELD_TOOL_CALLS: [1, None, 2],  # the middle row is a single_turn_agent row
-        names.FIELD_TOOL_STATUSES: [["ok"], None, ["ok", "timeout"]],
-        names.FIELD_TOOL_LATENCY_S: [[0.1], None, [0.2, 30.0]],
-        names.FIELD_MALFORMED_KINDS: [[], None, ["bad_json"]],
-        names.FIELD_VOID_TURN: [False, None, True],
-        names.FIELD_TOOL_INFRA_FAILURE: [False, None, False],
-        names.FIELD_TERMINATION: ["no_tool_call", None, "max_assistant_turns"],
+        fields.TOOL_CALLS.column: [1, None, 2],  # the middle row is a single_turn_agent row
+        fields.TOOL_STATUSES.column: [["ok"], None, ["ok", "timeout"]],
+        fields.TOOL_LATENCY_S.column: [[0.1], None, [0.2, 30.0]],
+        fields.MALFORMED_KINDS.column: [[], None, ["bad_json"]],
+        fields.VOID_TURN.column: [False, None, True],
+        fields.TOOL_INFRA_FAILURE.column: [False, None, False],
+        fields.TERMINATION.column: ["no_tool_call", None, "max_assistant_turns"],
     }
     m = batch_metrics(columns, wall_s=2.0)
     assert m["agentrl_tools/num_turns/mean"] == 4.0 and m["agentrl_tools/num_turns/max"] == 6.0

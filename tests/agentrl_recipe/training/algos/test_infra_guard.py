@@ -7,7 +7,7 @@ import itertools
 import pytest
 from replay_helpers import B, N, ScriptedRollout, make_buffer  # the scripted rollout on a real TransferQueue
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training.algos.infra_guard import (
     GraderErrorGuard,
     GraderErrorRateExceeded,
@@ -18,8 +18,8 @@ from agentrl_recipe.training.algos.infra_guard import (
 )
 from agentrl_recipe.training.algos.sampler import AgentRLReplayBuffer
 
-FAILED = {names.FIELD_TOOL_INFRA_FAILURE: True}
-GRADER_FAILED = {names.FIELD_GRADER_INFRA_FAILURE: True}
+FAILED = {fields.TOOL_INFRA_FAILURE.column: True}
+GRADER_FAILED = {fields.GRADER_INFRA_FAILURE.column: True}
 
 
 def test_window_rate_golden_and_the_stop() -> None:
@@ -41,7 +41,7 @@ def test_window_rate_golden_and_the_stop() -> None:
 def test_one_guard_serves_both_and_a_steps_calls_share_its_slot(guard_class: type[RateGuard]) -> None:
     """separate_async samples a step in parameter_sync_step calls: they fill one slot of the window, so window_steps
     counts steps, not calls."""
-    flagged = {InfraGuard: FAILED, GraderErrorGuard: {names.FIELD_GRADER_ERROR: True}}[guard_class]
+    flagged = {InfraGuard: FAILED, GraderErrorGuard: {fields.GRADER_ERROR.column: True}}[guard_class]
     guard = guard_class(InfraGuardConfig(window_steps=2, min_trajectories=1000))
     prefix = guard.spec.prefix
     assert isinstance(guard, RateGuard) and prefix.startswith("training/")
@@ -78,7 +78,7 @@ def test_replay_buffer_stops_the_run_on_a_broken_sandbox(tq) -> None:
 
 # --- grader errors (issue 34): a row whose grading raised is scored as wrong; too many stop the run ---
 
-GRADER_ERROR = {names.FIELD_GRADER_ERROR: True}
+GRADER_ERROR = {fields.GRADER_ERROR.column: True}
 
 
 def test_grader_error_rate_golden_and_the_stop() -> None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training import recipe_config as config
 from agentrl_recipe.training.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
 
 RECORDS = [
     {},  # clean
-    {names.FIELD_TOOL_INFRA_FAILURE: True},
-    {names.FIELD_GRADER_INFRA_FAILURE: True},
-    {names.FIELD_VOID_TURN: True},
-    {names.FIELD_MALFORMED_TOOL_CALL: 2},
-    {names.FIELD_MALFORMED_TOOL_CALL: 0, names.FIELD_VOID_TURN: False},
+    {fields.TOOL_INFRA_FAILURE.column: True},
+    {fields.GRADER_INFRA_FAILURE.column: True},
+    {fields.VOID_TURN.column: True},
+    {fields.MALFORMED_TOOL_CALLS.column: 2},
+    {fields.MALFORMED_TOOL_CALLS.column: 0, fields.VOID_TURN.column: False},
 ]
 LENGTHS = [10, 10, 10, 10, 10, 64]  # the last one hit max_response_length
 
@@ -47,7 +47,7 @@ def test_each_switch_masks_its_trajectories(switches: dict, masked: list[int]) -
 
 
 def test_switch_without_its_field_raises() -> None:
-    with pytest.raises(ValueError, match=names.FIELD_VOID_TURN):
+    with pytest.raises(ValueError, match=fields.VOID_TURN.column):
         compute_trajectory_masks([{}, {}], [1, 2], 10, MaskConfig(void_turn=True))
     with pytest.raises(ValueError, match="max_response_length"):
         compute_trajectory_masks([{}], [1], None, MaskConfig(overlong_filter=True))
@@ -56,11 +56,10 @@ def test_switch_without_its_field_raises() -> None:
 
 
 def test_fields_from_extra_fields_and_reward_extra_info() -> None:
-    extra = {names.FIELD_VOID_TURN: True, "reward_extra_info": {names.FIELD_GRADER_INFRA_FAILURE: True, "acc": 0.0}}
-    fields = trajectory_fields(extra)
-    assert (
-        fields[names.FIELD_VOID_TURN] and fields[names.FIELD_GRADER_INFRA_FAILURE] and "reward_extra_info" not in fields
-    )
+    extra = {fields.VOID_TURN.column: True, "reward_extra_info": {fields.GRADER_INFRA_FAILURE.column: True, "acc": 0.0}}
+    columns = trajectory_fields(extra)
+    assert columns[fields.VOID_TURN.column] and columns[fields.GRADER_INFRA_FAILURE.column]
+    assert "reward_extra_info" not in columns
 
 
 def test_mask_config_is_a_validated_agentrl_section() -> None:
@@ -75,6 +74,6 @@ def test_mask_config_is_a_validated_agentrl_section() -> None:
 
 
 def test_overlong_filter_also_catches_a_tool_response_that_did_not_fit() -> None:
-    records = [{names.FIELD_TERMINATION: "tool_response_overflow"}, {names.FIELD_TERMINATION: "no_tool_call"}]
+    records = [{fields.TERMINATION.column: "tool_response_overflow"}, {fields.TERMINATION.column: "no_tool_call"}]
     result = compute_trajectory_masks(records, [40, 40], 64, MaskConfig(overlong_filter=True))
     assert result.masked == [True, False]

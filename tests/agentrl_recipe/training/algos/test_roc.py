@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training import recipe_config as config
 from agentrl_recipe.training.algos.roc import RoCConfig, penalty, select, select_group
 
 
 def clean() -> dict:
-    return {names.FIELD_TOOL_CALLS: 2, names.FIELD_TOOL_FAILURES: 0}
+    return {fields.TOOL_CALLS.column: 2, fields.TOOL_FAILURES.column: 0}
 
 
 def failing(failures: int) -> dict:
-    return {names.FIELD_TOOL_CALLS: 4, names.FIELD_TOOL_FAILURES: failures}
+    return {fields.TOOL_CALLS.column: 4, fields.TOOL_FAILURES.column: failures}
 
 
 def test_penalty_counts_tool_errors_and_format() -> None:
     assert penalty(clean()) == 0
     assert penalty(failing(1)) == pytest.approx(0.25)
-    assert penalty({names.FIELD_MALFORMED_TOOL_CALL: 1, names.FIELD_VOID_TURN: True}) == 2
+    assert penalty({fields.MALFORMED_TOOL_CALLS.column: 1, fields.VOID_TURN.column: True}) == 2
     assert penalty({}) == 0  # no tool call, nothing malformed
 
 

@@ -26,7 +26,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from verl.utils.import_utils import load_extern_object
 
-from agentrl_recipe import names
+from agentrl_recipe import fields
 from agentrl_recipe.training.algos import sampler
 from agentrl_recipe.training.algos.infra_guard import InfraGuardConfig
 from agentrl_recipe.training.algos.masking import MaskConfig
@@ -227,7 +227,7 @@ def test_nothing_to_train_on_at_the_cap_is_a_clear_error(tq) -> None:
 
 # ---- masks and RoC on a sampled batch (through the sync buffer) ------------------------------------------------------
 def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
-    extra = {(0, 1): {names.FIELD_VOID_TURN: True}, (1, 0): {names.FIELD_TOOL_INFRA_FAILURE: True}}
+    extra = {(0, 1): {fields.VOID_TURN.column: True}, (1, 0): {fields.TOOL_INFRA_FAILURE.column: True}}
     rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
     buffer = make_buffer(AgentRLReplayBuffer, rollout, masks={"void_turn": True})
     rollout.submit(B)
@@ -236,7 +236,7 @@ def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
     data = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["response_mask", "loss_mask"])
     extras = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["extra_fields"])["extra_fields"]
     for row, extra in enumerate(extras):
-        void = bool(getattr(extra, "data", extra).get(names.FIELD_VOID_TURN))
+        void = bool(getattr(extra, "data", extra).get(fields.VOID_TURN.column))
         for field in ("response_mask", "loss_mask"):
             values = data[field][row]
             assert len(values) in (3, 4)  # lengths kept
@@ -253,8 +253,8 @@ def test_masks_zero_response_and_loss_masks_in_transfer_queue(tq) -> None:
 
 def test_roc_keeps_the_clean_correct_trajectories_by_masking_the_rest(tq) -> None:
     # one group of 4: two correct (session 0 with failing tool calls, session 1 clean), two incorrect
-    tools = {names.FIELD_TOOL_CALLS: 4}
-    extra = {(0, 0): {**tools, names.FIELD_TOOL_FAILURES: 3}, (0, 1): {**tools, names.FIELD_TOOL_FAILURES: 0}}
+    tools = {fields.TOOL_CALLS.column: 4}
+    extra = {(0, 0): {**tools, fields.TOOL_FAILURES.column: 3}, (0, 1): {**tools, fields.TOOL_FAILURES.column: 0}}
     rollout = ScriptedRollout(tq, iter([[1.0, 1.0, 0.0, 0.0]]), extra=extra)
     buffer = make_buffer(AgentRLReplayBuffer, rollout, roc={"enable": True, "keep_per_group": 2})
     rollout.submit(1)
@@ -271,7 +271,7 @@ def test_roc_keeps_the_clean_correct_trajectories_by_masking_the_rest(tq) -> Non
 
 # ---- the async buffer: masks, and the sync-only cap rejected ---------------------------------------------------------
 def test_async_buffer_applies_masks_and_rejects_the_sync_cap(tq) -> None:
-    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra={(0, 0): {names.FIELD_TOOL_INFRA_FAILURE: True}})
+    rollout = ScriptedRollout(tq, itertools.repeat("var"), extra={(0, 0): {fields.TOOL_INFRA_FAILURE.column: True}})
     with pytest.raises(ValueError, match="sync dynamic sampling only"):
         make_buffer(AgentRLReplayBufferAsync, rollout, filter_groups=DAPO)
     buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks={"infra_failure": True})
@@ -284,10 +284,10 @@ def test_async_buffer_applies_masks_and_rejects_the_sync_cap(tq) -> None:
 def test_a_step_sampled_in_two_mini_batches_reports_its_sums_and_its_rates(tq) -> None:
     """separate_async samples a step in parameter_sync_step mini-batches; verl's MetricsAggregator combines them.
     Counts are the step's sums, rates the step's ratio, percentiles the step's; nothing is averaged per mini-batch."""
-    extra = {(p, s): {names.FIELD_VOID_TURN: False} for p in range(3 * B) for s in range(N)}  # the agent loop's
-    extra[0, 0] = {names.FIELD_VOID_TURN: True}  # 3 tokens
-    extra[2, 1] = {names.FIELD_VOID_TURN: True}  # 4 tokens
-    extra[3, 0] = {names.FIELD_VOID_TURN: False, names.FIELD_TOOL_INFRA_FAILURE: True}  # flagged; its switch is off
+    extra = {(p, s): {fields.VOID_TURN.column: False} for p in range(3 * B) for s in range(N)}  # the agent loop's
+    extra[0, 0] = {fields.VOID_TURN.column: True}  # 3 tokens
+    extra[2, 1] = {fields.VOID_TURN.column: True}  # 4 tokens
+    extra[3, 0] = {fields.VOID_TURN.column: False, fields.TOOL_INFRA_FAILURE.column: True}  # flagged; its switch is off
     rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
     config = {"parameter_sync_step": 2}  # verl passes config.trainer.v1.<trainer_mode> (trainer_base.py)
     buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks={"void_turn": True}, mode="separate_async",
@@ -315,7 +315,7 @@ def _void_prompts(first: int, count: int, total: int = 8 * B) -> dict:
     """The agent loop's void-turn flag for prompts 0 .. ``total`` - 1: every session of prompts ``first`` ..
     ``first + count - 1`` void, the others clean."""
     void = range(first, first + count)
-    return {(p, s): {names.FIELD_VOID_TURN: p in void} for p in range(total) for s in range(N)}
+    return {(p, s): {fields.VOID_TURN.column: p in void} for p in range(total) for s in range(N)}
 
 
 def _train_keys(tq) -> set[str]:
@@ -335,7 +335,7 @@ def test_async_buffer_replaces_a_fully_masked_mini_batch_and_counts_it(tq, caplo
     """Every trajectory of the first mini-batch is a void turn: it leaves TransferQueue, B fresh prompts are submitted
     and the buffer trains on them; twice, with a bound of 1 in a row (the streak restarts after a kept batch)."""
     extra = _void_prompts(0, B)
-    extra.update({key: value for key, value in _void_prompts(2 * B, B).items() if value[names.FIELD_VOID_TURN]})
+    extra.update({key: value for key, value in _void_prompts(2 * B, B).items() if value[fields.VOID_TURN.column]})
     rollout = ScriptedRollout(tq, itertools.repeat("var"), extra=extra)
     masks = {"void_turn": True, "max_fully_masked_batches": 1}
     buffer = make_buffer(AgentRLReplayBufferAsync, rollout, masks=masks)

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf, open_dict
 from verl import DataProto
 from verl.trainer.ppo.reward import load_reward_manager
 
-from agentrl_recipe import names
+from agentrl_recipe import fields, names
 from agentrl_recipe.training.rewards import manager as manager_module
 from agentrl_recipe.training.rewards import scoring
 from agentrl_recipe.training.rewards.code import io_tests
@@ -170,7 +170,7 @@ def test_the_code_grades_sandbox_servers_reach_the_step_metrics(base_config, tin
     manager = load_reward_manager(base_config, tiny_tokenizer)
     rows = [(GOOD_CODE, names.DS_LCB_V6, DOUBLE_GT), ("so \\boxed{34}", names.DS_AIME24, "34")]
     infos = [run(manager, make_row(tiny_tokenizer, *row))["reward_extra_info"] for row in rows]
-    routes = np.array([info[names.FIELD_REWARD_SANDBOX_ROUTES] for info in infos])
+    routes = np.array([info[fields.REWARD_SANDBOX_ROUTES.column] for info in infos])
     assert routes.shape == (2,) and json.loads(routes[1]) == []  # a math row reaches no sandbox
     metrics = server_metrics(infos)
     assert metrics["agentrl_sandbox/server/sb-1_8080/calls"] == 1.0  # LCB grading: one execution runs every test
@@ -255,9 +255,9 @@ def test_overlong_count_model_tokens_only(base_config, tiny_tokenizer) -> None:
     with_mask = run(manager, make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP, response_mask=mask))
     assert with_mask["reward_extra_info"]["response_tokens"] == 40
     assert with_mask["reward_score"] == pytest.approx(1.0)
-    streamed = make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP, extra={names.FIELD_MODEL_TOKENS: 56})
+    streamed = make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP, extra={fields.MODEL_TOKENS.column: 56})
     assert run(manager, streamed)["reward_extra_info"]["overlong_reward"] == pytest.approx(-0.5)
-    with pytest.raises(ValueError, match=names.FIELD_MODEL_TOKENS):
+    with pytest.raises(ValueError, match=fields.MODEL_TOKENS.column):
         run(manager, make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP))
     default = load_reward_manager(base_config, tiny_tokenizer)  # the paper: all response tokens
     assert run(default, make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP, response_mask=mask))[
@@ -273,7 +273,7 @@ def test_a_stuck_grade_times_out_and_is_flagged(base_config, tiny_tokenizer, use
     out = run(manager, row)
     assert time.monotonic() - start < 10
     info = out["reward_extra_info"]
-    assert info[names.FIELD_GRADER_TIMEOUT] is True
+    assert info[fields.GRADER_TIMEOUT.column] is True
     assert info["acc"] is False
     assert out["reward_score"] == 0.0  # a code row that timed out counts as "no test passed"
 
@@ -282,7 +282,7 @@ def test_infra_failure_is_flagged_and_not_shaped(base_config, tiny_tokenizer, in
     monkeypatch.setattr(code_scorer, "_resolve_sandbox", lambda _cfg: infra_failing_sandbox)
     out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *HALF, num_turns=6))
     info = out["reward_extra_info"]
-    assert info[names.FIELD_GRADER_INFRA_FAILURE] is True
+    assert info[fields.GRADER_INFRA_FAILURE.column] is True
     assert info["acc"] is None
     assert (out["reward_score"], info["tool_bonus"]) == (0.0, 0.0)
 
@@ -361,7 +361,7 @@ def test_a_math_verify_hard_timeout_is_reported_as_a_grader_timeout(base_config,
     monkeypatch.setattr(scoring, "ascore_math_verify", overran)
     manager = load_reward_manager(config_with(base_config, math_verifier="math_verify"), tiny_tokenizer)
     out = run(manager, make_row(tiny_tokenizer, "\\boxed{9^{9^{9^{9}}}}", names.DS_DAPO, "1", num_turns=2))
-    assert out["reward_extra_info"][names.FIELD_GRADER_TIMEOUT] is True
+    assert out["reward_extra_info"][fields.GRADER_TIMEOUT.column] is True
     assert out["reward_score"] == -1.0
 
 
@@ -384,7 +384,7 @@ def test_a_program_printing_snan_scores_zero_and_the_step_goes_on(
     out = run(load_reward_manager(base_config, tiny_tokenizer), make_row(tiny_tokenizer, *row))
     info = out["reward_extra_info"]
     assert (out["reward_score"], info["acc"], info["tests_passed"]) == (0.0, False, 0)
-    assert info[names.FIELD_GRADER_ERROR] is False  # contained by the grader: a plain wrong answer
+    assert info[fields.GRADER_ERROR.column] is False  # contained by the grader: a plain wrong answer
 
 
 def test_an_exception_while_grading_is_a_flagged_wrong_answer(
@@ -401,8 +401,8 @@ def test_an_exception_while_grading_is_a_flagged_wrong_answer(
     outs = [run(manager, make_row(tiny_tokenizer, *row)) for row in (SNAN, RIGHT_MATH)]
     infos = [o["reward_extra_info"] for o in outs]
     assert [o["reward_score"] for o in outs] == [0.0, 1.0]
-    assert [i[names.FIELD_GRADER_ERROR] for i in infos] == [True, False]
-    assert (infos[0]["acc"], infos[0][names.FIELD_GRADER_INFRA_FAILURE], infos[0]["task_kind"]) == (
+    assert [i[fields.GRADER_ERROR.column] for i in infos] == [True, False]
+    assert (infos[0]["acc"], infos[0][fields.GRADER_INFRA_FAILURE.column], infos[0]["task_kind"]) == (
         False,
         False,
         "code",
@@ -419,7 +419,7 @@ def test_a_raising_custom_scorer_is_a_flagged_wrong_answer(base_config, tiny_tok
         cfg.reward.custom_reward_function.path = str(path)
         cfg.reward.custom_reward_function.name = "score"
     out = run(load_reward_manager(cfg, tiny_tokenizer), make_row(tiny_tokenizer, *RIGHT_MATH))
-    assert (out["reward_score"], out["reward_extra_info"][names.FIELD_GRADER_ERROR]) == (-1.0, True)
+    assert (out["reward_score"], out["reward_extra_info"][fields.GRADER_ERROR.column]) == (-1.0, True)
 
 
 @pytest.mark.parametrize("code_rules", ["lcb", "open_agentrl"])
@@ -427,7 +427,7 @@ def test_hack_patterns_are_counted_in_both_modes(code_rules, base_config, tiny_t
     manager = load_reward_manager(config_with(base_config, code_rules=code_rules), tiny_tokenizer)
     rows = [("```python\nimport os\nos._exit(0)\n```", names.DS_LCB_V6, DOUBLE_GT), GOOD_ROW, RIGHT_MATH]
     infos = [run(manager, make_row(tiny_tokenizer, *row))["reward_extra_info"] for row in rows]
-    assert [i[names.FIELD_REWARD_HACK_PATTERNS] for i in infos] == ["exit_at_import", "", ""]
+    assert [i[fields.REWARD_HACK_PATTERNS.column] for i in infos] == ["exit_at_import", "", ""]
     columns = {key: [info[key] for info in infos] for key in REWARD_INFO_KEYS}
     metrics = reward_metrics([r[1] for r in rows], columns)
     assert metrics["reward/hack_pattern/exit_at_import"] == 1.0
@@ -454,7 +454,7 @@ def test_a_saturated_pool_does_not_count_against_the_grader_budget(base_config, 
         return out
 
     info = asyncio.run(behind_a_full_pool())["reward_extra_info"]
-    assert info["acc"] is True and info[names.FIELD_GRADER_TIMEOUT] is False
+    assert info["acc"] is True and info[fields.GRADER_TIMEOUT.column] is False
     assert info["grade_s"] > 6.0 and info["sandbox_queue_s"] > 0.0  # over the budget on the wall clock: the queue
     assert info["grade_s"] - info["sandbox_queue_s"] < 6.0
     assert reward_metrics([names.DS_LCB_V6], {"sandbox_queue_s": [info["sandbox_queue_s"]]})[
