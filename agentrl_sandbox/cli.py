@@ -61,6 +61,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a repeated Idempotency-Key within this many seconds gets the first answer, not a second run",
     )
     serve.add_argument(
+        "--max-memory-mb",
+        type=int,
+        default=limits.max_memory_mb,
+        help="a request's memory_limit_MB above this runs with this",
+    )
+    serve.add_argument(
+        "--header-timeout-s",
+        type=float,
+        default=limits.header_timeout_s,
+        help="close a connection whose request headers have not arrived within this",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open connections in all (default and most: the open-file limit, ulimit -n, less 256)",
+    )
+    serve.add_argument(
+        "--max-connections-per-ip",
+        type=int,
+        default=limits.max_connections_per_ip,
+        help="open connections from one client address",
+    )
+    serve.add_argument(
         "--insecure", action="store_true", help="serve a non-loopback address without a token (anyone may run code)"
     )
 
@@ -130,11 +154,13 @@ def main(args: argparse.Namespace) -> int:
         import uvicorn
 
         from agentrl_sandbox.server import create_app
+        from agentrl_sandbox.server_connections import connection_limit, guarded_protocol
 
         runtime = args.runtime or SandboxConfig().with_env_overrides().runtime
         cfg = dataclasses.replace(SandboxConfig(), backend="local", pool_size=args.pool_size, runtime=runtime)
         try:
             limits = _server_limits(args)
+            max_connections = connection_limit(limits.max_connections)
             sandbox = LocalSandbox(cfg)
         except (SandboxError, ValueError, OSError) as exc:
             print(f"agentrl-sandbox serve: {exc}", file=sys.stderr)
@@ -142,12 +168,14 @@ def main(args: argparse.Namespace) -> int:
         auth = "token required" if limits.token else "NO token: open to anyone who can reach it"
         print(
             f"agentrl sandbox: serving SandboxFusion /run_code on http://{args.host}:{args.port} "
-            f"({sandbox.pool_size} concurrent runs, queue {limits.queue_bound(sandbox.pool_size)}, {auth})",
+            f"({sandbox.pool_size} concurrent runs, queue {limits.queue_bound(sandbox.pool_size)}, "
+            f"{max_connections} connections, {auth})",
             file=sys.stderr,
         )
         app = create_app(sandbox, limits=limits, capacity=sandbox.pool_size)
+        http = guarded_protocol(limits, max_connections, app.state.metrics)
         try:
-            uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, backlog=4096)
+            uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, backlog=4096, http=http)
         finally:
             sandbox.close()
         return 0
@@ -176,6 +204,10 @@ def _server_limits(args: argparse.Namespace) -> ServerLimits:
         max_queue=args.max_queue,
         body_timeout_s=args.body_timeout_s,
         replay_ttl_s=args.replay_ttl_s,
+        max_memory_mb=args.max_memory_mb,
+        header_timeout_s=args.header_timeout_s,
+        max_connections=args.max_connections,
+        max_connections_per_ip=args.max_connections_per_ip,
     )
 
 

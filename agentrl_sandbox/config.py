@@ -66,6 +66,9 @@ class SandboxConfig:
     # per request: a run not answered within its own timeout_s + this is taken as hung: the server is taken out and
     # the run resent to another (a re-execution). The server's queue wait must fit in it (sandbox serve --max-queue).
     read_slack_s: float = 30.0
+    # sandbox_fusion client: a `sandbox serve` server reports (progress lines) how long a run waits in its queue; that
+    # wait extends the call's request_deadline_s by up to this much in all (a busy server is not a hung one).
+    max_queue_wait_s: float = 600.0
     eject_after_errors: int = 3  # consecutive 5xx / SandboxError answers that take a server out
 
     def __post_init__(self) -> None:
@@ -74,7 +77,7 @@ class SandboxConfig:
         if self.runtime not in RUNTIMES:
             moved = f" ({ENV_SANDBOX_RUNTIME_DIR} now holds the folder)" if "/" in str(self.runtime) else ""
             raise ValueError(f"agentrl.sandbox.runtime must be one of {list(RUNTIMES)}, got {self.runtime!r}{moved}")
-        for key in ("health_interval_s", "health_timeout_s", "connect_timeout_s", "read_slack_s"):
+        for key in ("health_interval_s", "health_timeout_s", "connect_timeout_s", "read_slack_s", "max_queue_wait_s"):
             if not float(getattr(self, key)) > 0:
                 raise ValueError(f"agentrl.sandbox.{key} must be > 0, got {getattr(self, key)!r}")
         if int(self.eject_after_errors) < 1:

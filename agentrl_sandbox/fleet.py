@@ -1,8 +1,11 @@
 """The servers behind one ``sandbox_fusion`` client: least-outstanding choice, a failure detector, stats.
 
-A server is taken out (ejected) on a connection failure (refused, reset, died mid-request), on a run it did not answer
-within that run's per-request read timeout (hung, stopped, partitioned), on ``eject_after_errors`` consecutive 5xx or
-``SandboxError`` answers, or on a failed deep health check. Every ``health_interval_s`` each server gets the deep
+A busy server is never taken for a hung one. A server is taken out (ejected) on a connection failure (refused, reset,
+died mid-request, or ``sandbox serve``'s progress stream falling silent for ``read_slack_s``: hung, stopped,
+partitioned), on ``eject_after_errors`` consecutive 5xx / ``SandboxError`` answers or, from a server that reports no
+progress (a plain SandboxFusion), runs not answered within their timeout + ``read_slack_s``, or on a failed deep health
+check. A run waiting in ``sandbox serve``'s queue keeps its connection alive with progress lines and is not a failure,
+however long it waits (up to the client's ``max_queue_wait_s``). Every ``health_interval_s`` each server gets the deep
 check: ``GET /health``, which on ``agentrl-recipe sandbox serve`` runs a trivial program through its pool (a server
 without ``/health``, a plain SandboxFusion, gets ``print(1 + 1)`` on ``/run_code`` instead); a server that is out comes
 back in only when it passes it again. When every server is out, calls go to them anyway, with backoff: the request is
@@ -27,7 +30,11 @@ from agentrl_sandbox.types import PROBE_CODE, PROBE_MEMORY_MB, PROBE_STDOUT
 logger = logging.getLogger(__name__)
 
 LATENCY_WINDOW = 2048  # recent calls per server kept for the p50/p99 in describe()
-EJECTING = ("connection", "timeout")  # attempt kinds that take a server out at once
+# attempt kinds that take a server out at once: no connection, or a progress-streaming server that fell silent
+EJECTING = ("connection", "hung")
+# attempt kinds counted towards eject_after_errors in a row: 5xx / SandboxError answers, and a server that reports no
+# progress (SandboxFusion) not answering within the run's timeout + read_slack_s (busy or hung: the deep check tells)
+CONSECUTIVE = ("server_error", "timeout")
 
 
 @dataclasses.dataclass
@@ -104,11 +111,11 @@ class Fleet:
         server.latencies_s.append(latency_s)
 
     def fail(self, server: Server, error: str, kind: str) -> None:
-        """An attempt on ``server`` failed: ``connection`` / ``timeout`` eject it, ``server_error`` (5xx,
-        SandboxError) after ``eject_after_errors`` in a row; anything else is only counted."""
+        """An attempt on ``server`` failed: ``connection`` / ``hung`` eject it, ``server_error`` (5xx, SandboxError)
+        and ``timeout`` after ``eject_after_errors`` in a row; anything else is only counted."""
         server.failures += 1
         server.last_error = error
-        if kind == "server_error":
+        if kind in CONSECUTIVE:
             server.consecutive_errors += 1
         if kind in EJECTING or server.consecutive_errors >= self.detector.eject_after_errors:
             self.eject(server, error)

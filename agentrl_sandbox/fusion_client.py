@@ -4,28 +4,34 @@ over one server or a fleet of them (``agentrl.sandbox.url`` as a list, or comma-
 Each call goes to the healthy server with the fewest outstanding requests (:mod:`.fleet`, which also decides when a
 server is out). Each request has its own connect timeout (``connect_timeout_s``) and read timeout (the run's timeout
 plus ``read_slack_s``), apart from the call's total deadline (``request_deadline_s``, never shorter than the run's own
-timeout plus slack). A connection failure or a read timeout (the server died, hung or is cut off) takes that server out
-and the run goes to another server at once; 5xx and ``SandboxError`` answers also move the run to another server (with
-backoff when there is none), and take a server out after ``eject_after_errors`` in a row. A 503 (queue full) waits
-its ``Retry-After`` and does not use up a retry. A call ends as ``infra_error`` when it gives up — so a sick sandbox
-service shows up as infrastructure failures, never as wrong answers. A 413 (the code, or its stdin or files, over the
-server's size limits) is the code's fault: the call ends at once as status ``too_large`` with the server's reason, and
-the server's failure count is untouched. 401 and other 4xx are not retried: they name the fix. ``token`` is sent as
-``Authorization: Bearer``.
+timeout plus slack). ``sandbox serve`` is asked for progress lines (``Agentrl-Progress: 1``): while a run waits in its
+queue the server says so every second, the call's deadline grows by the queue wait it reports (up to
+``max_queue_wait_s``), and only silence for ``read_slack_s`` means hung; once the run starts it must end within its
+timeout + ``read_slack_s``. A plain SandboxFusion reports nothing: there the old per-request read timeout (the run's
+timeout + ``read_slack_s``, queue wait included) applies. A connection failure or a progress stream that falls silent
+(the server died, hung or is cut off) takes that server out and the run goes to another server at once; a plain server's
+read timeout moves the run too and counts towards ``eject_after_errors``; 5xx and ``SandboxError`` answers also move the
+run to another server (with backoff when there is none), and take a server out after ``eject_after_errors`` in a row. A
+503 (queue full) waits its ``Retry-After`` and does not use up a retry. A call ends as ``infra_error`` when it gives up
+— so a sick sandbox service shows up as infrastructure failures, never as wrong answers. A 413 (the code, or its stdin
+or files, over the server's size limits) is the code's fault: the call ends at once as status ``too_large`` with the
+server's reason, and the server's failure count is untouched. 401 and other 4xx are not retried: they name the fix.
+``token`` is sent as ``Authorization: Bearer``.
 
 A retry is a re-execution: a run resent after its server died or hung may have run there too (a program with side
 effects outside its sandbox, e.g. network calls where allowed, would see them twice). Every call carries one
 ``Idempotency-Key`` header (the same on each of its attempts); ``sandbox serve`` answers a key it has seen within its
 ``--replay-ttl-s`` from its cache instead of running the program again, so a retry that reaches the same server never
-runs twice. Another server, or a plain SandboxFusion, runs it again.
-Each result's ``route`` names the server that answered, its round trip and the servers that failed on the way, which
-the agent loop carries into the per-server training metrics (:mod:`.sandbox_routes`).
+runs twice. Another server, or a plain SandboxFusion, runs it again. Each result's ``route`` names the server that
+answered, its round trip and the servers that failed on the way, which the agent loop carries into the per-server
+training metrics (:mod:`.sandbox_routes`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import random
 import time
 import uuid
@@ -35,7 +41,7 @@ import httpx
 
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fleet import EJECTING, Detector, Fleet, Server
-from agentrl_sandbox.protocol import build_request, result_from_response
+from agentrl_sandbox.protocol import PROGRESS_HEADER, PROGRESS_KEY, build_request, result_from_response
 from agentrl_sandbox.types import ExecResult, Route, Sandbox, mark_slot
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -53,6 +59,47 @@ class Attempt:
     error: str = ""
     retry_after_s: float = 0.0
     latency_s: float = 0.0
+    queued_s: float = 0.0  # how long the server reported the run waiting for a slot (it extends the call's deadline)
+
+
+@dataclasses.dataclass
+class _Progress:
+    """What a progress-streaming server said so far about one request (times are the loop's clock)."""
+
+    sent: float
+    streaming: bool = False  # a progress line came: the server reports, so silence means hung
+    queued_s: float = 0.0  # the server's waited_s
+    running_since: float | None = None  # when the "running" line came
+    cause: str = "headers"  # what the current limit is: headers | silence | run | queue
+
+    def heard(self, event: dict[str, Any], now: float) -> None:
+        self.streaming = True
+        self.queued_s = max(self.queued_s, _number(event.get("waited_s")))
+        if event.get(PROGRESS_KEY) == "running" and self.running_since is None:
+            self.running_since = now
+
+    def next_limit(self, run_timeout_s: float, remaining_s: float, queue_budget_s: float, slack_s: float) -> float:
+        """When the next line must have come: within ``slack_s`` of the last (a server that stops its heartbeat
+        is hung), within the call's deadline extended by the reported queue wait (at most ``queue_budget_s``), and,
+        once the run started, within its timeout + ``slack_s``."""
+        now = asyncio.get_running_loop().time()
+        limits = {"silence": now + slack_s, "queue": self.sent + remaining_s + min(self.queued_s, queue_budget_s)}
+        if self.running_since is not None:
+            limits["run"] = self.running_since + run_timeout_s + slack_s
+        self.cause = min(limits, key=lambda k: limits[k])
+        return limits[self.cause]
+
+    def timed_out(self, read_s: float, per_request: bool, slack_s: float) -> Attempt:
+        """The Attempt of a request whose limit (:attr:`cause`) passed."""
+        if self.cause == "silence":  # the server stopped its heartbeat: hung, stopped or cut off
+            return Attempt("hung", error=f"no progress line within {slack_s:g} s", queued_s=self.queued_s)
+        if self.cause == "queue":  # busy: its queue outlasted the call's deadline (and the queue budget)
+            return Attempt("busy", error=f"still queued after {self.queued_s:g} s", queued_s=self.queued_s)
+        if self.cause == "run":
+            return Attempt("server_error", error="the run outlasted its timeout + read_slack_s", queued_s=self.queued_s)
+        # no answer, no progress: a plain server's old deadline (or the call's own deadline cut the read short)
+        kind = "timeout" if per_request else "server_error"
+        return Attempt(kind, error=f"ReadTimeout: no answer within {read_s:g} s")
 
 
 class SandboxFusionClient(Sandbox):
@@ -102,48 +149,101 @@ class SandboxFusionClient(Sandbox):
             self._client = None
 
     async def _post(
-        self, server: Server, body: dict[str, Any], headers: dict[str, str], run_timeout_s: float, remaining_s: float
+        self,
+        server: Server,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        run_timeout_s: float,
+        remaining_s: float,
+        queue_budget_s: float,
     ) -> Attempt:
-        started = time.monotonic()
+        """One request to ``server``. A server that streams progress (``sandbox serve``) is read by its heartbeats
+        (:class:`_Progress`); any other (SandboxFusion) must answer within the run's timeout + ``read_slack_s``."""
+        loop = asyncio.get_running_loop()
+        progress = _Progress(sent=loop.time())
         server.outstanding += 1
-        # Per request: a quick connect, and a read timeout of the run's own timeout plus slack (the server's queue
-        # wait must fit in it): a server that has not answered by then is hung. The call's deadline bounds both.
         read_s = min(remaining_s, run_timeout_s + self.cfg.read_slack_s)
-        timeout = httpx.Timeout(read_s, connect=min(self.cfg.connect_timeout_s, remaining_s))
+        timeout = httpx.Timeout(None, connect=min(self.cfg.connect_timeout_s, remaining_s), write=read_s, pool=read_s)
+        url = server.url + "/run_code"
         try:
-            resp = await self._http().post(server.url + "/run_code", json=body, headers=headers, timeout=timeout)
-        except httpx.TimeoutException as exc:
-            kind = _timeout_kind(exc, read_s < remaining_s)
-            waited = self.cfg.connect_timeout_s if kind == "connection" else read_s
-            return Attempt(kind, error=f"{type(exc).__name__}: no answer within {waited:g} s")
+            async with asyncio.timeout_at(progress.sent + read_s) as clock:
+                async with self._http().stream("POST", url, json=body, headers=headers, timeout=timeout) as resp:
+                    if resp.status_code == 200 and resp.headers.get(PROGRESS_HEADER) == "1":
+                        limits = (run_timeout_s, remaining_s, queue_budget_s)
+                        return await self._read_progress(server, resp, clock, progress, limits)
+                    await resp.aread()  # a plain answer (SandboxFusion, or a refusal): the old deadline applies
+                    return self._attempt(server, resp.status_code, resp.headers, resp.content, progress)
+        except TimeoutError:
+            return progress.timed_out(read_s, read_s < remaining_s, self.cfg.read_slack_s)
+        except httpx.TimeoutException as exc:  # connect (or our own pool: its size rules that out)
+            kind = "connection" if isinstance(exc, httpx.ConnectTimeout) else "server_error"
+            return Attempt(kind, error=f"{type(exc).__name__}: no connection within {self.cfg.connect_timeout_s:g} s")
         except httpx.TransportError as exc:  # refused, reset, died mid-request
             return Attempt("connection", error=f"{type(exc).__name__}: {exc or 'connection lost'}")
         finally:
             server.outstanding -= 1
-        if resp.status_code == 503 and "retry-after" in resp.headers:
-            return Attempt("busy", error=f"HTTP 503: {resp.text[:200]}", retry_after_s=_seconds(resp))
-        if resp.status_code >= 500:
-            return Attempt("server_error", error=f"HTTP {resp.status_code}: {resp.text[:300]}")
-        if resp.status_code == 413:  # the request (the model's code) is over the server's limits: not a failure
-            latency = time.monotonic() - started
-            return Attempt("too_large", error=_detail(resp), latency_s=latency)
-        if resp.status_code != 200:
-            return Attempt("rejected", error=f"HTTP {resp.status_code}: {resp.text[:300]}")
+
+    async def _read_progress(
+        self,
+        server: Server,
+        resp: httpx.Response,
+        clock: asyncio.Timeout,
+        progress: _Progress,
+        limits: tuple[float, float, float],
+    ) -> Attempt:
+        """Read heartbeat lines until the answer line; ``clock`` is moved to the next line's limit before each."""
+        run_timeout_s, remaining_s, queue_budget_s = limits
+        lines = resp.aiter_lines()
+        while True:
+            clock.reschedule(progress.next_limit(run_timeout_s, remaining_s, queue_budget_s, self.cfg.read_slack_s))
+            try:
+                line = await anext(lines)
+            except StopAsyncIteration:
+                return Attempt("connection", error="the server closed its progress stream before the answer")
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                return Attempt("server_error", error=f"unreadable progress line: {exc}")
+            if not isinstance(obj, dict):
+                return Attempt("server_error", error=f"unreadable progress line: {line[:200]!r}")
+            if PROGRESS_KEY not in obj:
+                return self._attempt(server, 200, resp.headers, line.encode(), progress)
+            progress.heard(obj, asyncio.get_running_loop().time())
+
+    def _attempt(
+        self, server: Server, status: int, headers: httpx.Headers, content: bytes, progress: _Progress
+    ) -> Attempt:
+        """How a request that got an answer (``status``, ``content``) ended."""
+        latency = asyncio.get_running_loop().time() - progress.sent
+        text = content[:300].decode(errors="replace")
+        if status == 503 and "retry-after" in headers:
+            return Attempt("busy", error=f"HTTP 503: {text[:200]}", retry_after_s=_seconds(headers))
+        if status >= 500:
+            return Attempt("server_error", error=f"HTTP {status}: {text}")
+        if status == 413:  # the request (the model's code) is over the server's limits: not a failure
+            return Attempt("too_large", error=_detail(status, content), latency_s=latency)
+        if status != 200:
+            return Attempt("rejected", error=f"HTTP {status}: {text}")
         try:
-            result = result_from_response(resp.json(), time.monotonic() - started)
+            answer = json.loads(content)
+            if not isinstance(answer, dict):
+                raise ValueError(f"a JSON {type(answer).__name__}, not an object")
+            result = result_from_response(answer, latency)
         except ValueError as exc:
             return Attempt("server_error", error=f"unreadable response: {exc}")
         if result.infra_error:
             return Attempt("server_error", error=result.message)
-        latency = time.monotonic() - started
         self.fleet.record(server, latency)
-        return Attempt("done", result=result, latency_s=latency)
+        return Attempt("done", result=result, latency_s=latency, queued_s=progress.queued_s)
 
     async def _execute(
         self, code: str, stdin: str | None, timeout_s: float, memory_mb: int, files: dict[str, bytes]
     ) -> ExecResult:
         body = build_request(code, stdin, timeout_s, memory_mb, files)
-        headers = {**self.fleet.headers, IDEMPOTENCY_HEADER: uuid.uuid4().hex}  # one key for all its attempts
+        key = uuid.uuid4().hex  # one key for all its attempts
+        headers = {**self.fleet.headers, IDEMPOTENCY_HEADER: key, PROGRESS_HEADER: "1"}
         queued = time.monotonic()
         mark_slot(taken=False)
         async with self._sem:
@@ -152,6 +252,7 @@ class SandboxFusionClient(Sandbox):
             waited = start - queued  # our own concurrency limit: queue time, like the server's
             mark_slot(taken=True)  # the server's queue wait is known only from its answer
             deadline = start + max(self.cfg.request_deadline_s, timeout_s + DEADLINE_FLOOR_SLACK_S)
+            queue_budget = self.cfg.max_queue_wait_s  # server-reported queue wait the deadline may still grow by
             failed_on: set[str] = set()  # servers this call already failed on
             failed: list[str] = []  # every failed attempt's server, for the per-server training metrics
             attempts = 0
@@ -161,7 +262,9 @@ class SandboxFusionClient(Sandbox):
                 server = self.fleet.pick(failed_on) or self.fleet.pick() or self.fleet.pick(out_too=True)
                 assert server is not None  # a fleet has at least one server
                 attempts += 1
-                attempt = await self._post(server, body, headers, timeout_s, remaining)
+                attempt = await self._post(server, body, headers, timeout_s, remaining, queue_budget)
+                credit = min(attempt.queued_s, queue_budget)  # a busy server's queue is not the call's time
+                deadline, queue_budget = deadline + credit, queue_budget - credit
                 if attempt.kind == "done" and attempt.result is not None:
                     attempt.result.route = Route(server.url, attempt.latency_s, tuple(failed))
                     attempt.result.queue_s += waited  # plus the answering server's queue, which it reported
@@ -207,25 +310,23 @@ class SandboxFusionClient(Sandbox):
         return time.monotonic() - start
 
 
-def _timeout_kind(exc: httpx.TimeoutException, per_request: bool) -> str:
-    """``connection`` (no connection in time), ``timeout`` (no answer within the per-request read timeout: hung),
-    else ``server_error`` (the call's deadline cut the read short; or our connection pool was full, which its size,
-    runs + one health check per server, rules out)."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "connection"
-    return "timeout" if per_request and not isinstance(exc, httpx.PoolTimeout) else "server_error"
-
-
-def _detail(resp: httpx.Response) -> str:
+def _detail(status: int, content: bytes) -> str:
     """The server's reason for a refusal (our guard's ``{"detail": ...}``), else the start of the body."""
     try:
-        return str(resp.json()["detail"])
+        return str(json.loads(content)["detail"])
     except (ValueError, KeyError, TypeError):
-        return f"HTTP {resp.status_code}: {resp.text[:300]}"
+        return f"HTTP {status}: {content[:300].decode(errors='replace')}"
 
 
-def _seconds(resp: httpx.Response) -> float:
+def _seconds(headers: httpx.Headers) -> float:
     try:
-        return max(0.05, float(resp.headers["retry-after"]))
+        return max(0.05, float(headers["retry-after"]))
     except ValueError:  # an HTTP date: not something our server sends
         return 1.0
+
+
+def _number(value: Any) -> float:
+    """A duration from a server's progress line: a finite number >= 0, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if 0.0 <= value < float("inf") else 0.0

@@ -53,16 +53,27 @@ class ServerLimits:
     # the fleet client's 120 s deadline, within which it retries
     replay_ttl_s: float = 180.0
     replay_max_bytes: int = 64 << 20  # output kept in that cache at most (oldest answers dropped first)
+    # a request's memory_limit_MB above this runs with this (the sandbox's per-process address-space limit)
+    max_memory_mb: int = 4096
+    # connections (agentrl_sandbox/server_connections.py), checked before a byte of a request is read: a request's
+    # headers must have arrived within header_timeout_s of the connection (or of the previous answer on a kept-alive
+    # one), else the connection is closed; beyond max_connections_per_ip from one address, or max_connections in all,
+    # a new connection is closed at once. None = the process's open-file limit less a reserve (the pool's own files).
+    header_timeout_s: float = 10.0
+    max_connections: int | None = None
+    max_connections_per_ip: int = 1024  # one node's workers together (16 processes × 64 in flight)
 
     def queue_bound(self, capacity: int) -> int:
         return 8 * capacity if self.max_queue is None else self.max_queue
 
     def __post_init__(self) -> None:
         keys = ("max_body_bytes", "max_code_bytes", "max_stdin_bytes", "max_files_bytes", "retry_after_s")
-        for key in (*keys, "replay_max_bytes"):
+        for key in (*keys, "replay_max_bytes", "max_memory_mb", "max_connections_per_ip"):
             if getattr(self, key) < 1:
                 raise ValueError(f"sandbox server limit {key} must be >= 1, got {getattr(self, key)}")
-        for key in ("body_timeout_s", "replay_ttl_s"):
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError(f"sandbox server limit max_connections must be >= 1, got {self.max_connections}")
+        for key in ("body_timeout_s", "replay_ttl_s", "header_timeout_s"):
             if not getattr(self, key) > 0:
                 raise ValueError(f"sandbox server limit {key} must be > 0, got {getattr(self, key)}")
         if self.max_files < 0 or (self.max_queue is not None and self.max_queue < 0):

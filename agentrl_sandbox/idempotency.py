@@ -6,6 +6,11 @@ first run is still going waits for that run. Answers are kept ``ttl_s`` (short: 
 by default) and within ``max_entries`` / ``max_bytes`` (oldest dropped first, so the cache cannot grow a node's memory
 without bound). A run that failed in the sandbox (``SandboxError``) or was refused is not kept: its retry runs again.
 Requests without the header (SandboxFusion's own clients) are never cached.
+
+A key is bound to its caller and its request: the cache is looked up by (a hash of the caller's ``Authorization``
+header, the key), and each entry keeps a hash of the request it answered. The same key from another caller is another
+entry (one token holder never reads another's answers); the same key from the same caller with another request body is
+refused (:class:`KeyReused`, the server's 422), never answered with the first request's output.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,10 +27,15 @@ HEADER = "Idempotency-Key"
 MAX_KEY_CHARS = 128
 
 
+class KeyReused(ValueError):
+    """An idempotency key came again with another request body (the server answers 422)."""
+
+
 @dataclasses.dataclass
 class _Entry:
     answer: asyncio.Future
     expires: float
+    request_hash: str  # what the key was first sent with: the same key with another request is refused
     size: int = 0
 
 
@@ -41,9 +52,19 @@ class ReplayCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def answer(self, key: str, run: Callable[[], Awaitable[dict[str, Any]]]) -> tuple[dict[str, Any], bool]:
-        """(the answer for ``key``, whether it is a replay): ``run()``'s, or the earlier run's with this key."""
+    def check(self, key: str, request_hash: str) -> None:
+        """:class:`KeyReused` when ``key`` is cached (or running) for another request than ``request_hash``."""
         self._expire(time.monotonic())
+        earlier = self._entries.get(key)
+        if earlier is not None and earlier.request_hash != request_hash:
+            raise KeyReused(f"{HEADER} was already used for another request body within the replay window")
+
+    async def answer(
+        self, key: str, request_hash: str, run: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> tuple[dict[str, Any], bool]:
+        """(the answer for ``key``, whether it is a replay): ``run()``'s, or the earlier run's with this key.
+        ``key`` is :func:`cache_key`'s (caller and header); :class:`KeyReused` when it came with another request."""
+        self.check(key, request_hash)
         while (earlier := self._entries.get(key)) is not None:
             try:
                 return await asyncio.shield(earlier.answer), True
@@ -51,7 +72,8 @@ class ReplayCache:
                 if not earlier.answer.cancelled():
                     raise  # this request was cancelled, not the run it waited for
                 # the earlier request was cancelled before its run finished (its entry is gone): run it here
-        entry = _Entry(asyncio.get_running_loop().create_future(), time.monotonic() + self.ttl_s)
+                self.check(key, request_hash)  # ... unless another request took the key meanwhile
+        entry = _Entry(asyncio.get_running_loop().create_future(), time.monotonic() + self.ttl_s, request_hash)
         self._entries[key] = entry
         try:
             answer = await run()
@@ -99,6 +121,18 @@ def key_of(headers: Any) -> str | None:
     if not 0 < len(key) <= MAX_KEY_CHARS:
         raise ValueError(f"{HEADER} must be 1 to {MAX_KEY_CHARS} characters, got {len(key)}")
     return key
+
+
+def cache_key(headers: Any, key: str) -> str:
+    """The cache's key for ``key`` sent with ``headers``: the caller (a hash of its ``Authorization`` header, the
+    token identity; empty without one) and the key, so that one caller never gets another's answer."""
+    caller = hashlib.sha256((headers.get("authorization") or "").encode()).hexdigest()[:32]
+    return f"{caller}:{key}"
+
+
+def request_hash(canonical_request: bytes) -> str:
+    """The hash an entry keeps of the request it answered (the parsed request, serialised canonically)."""
+    return hashlib.sha256(canonical_request).hexdigest()
 
 
 def _size(answer: dict[str, Any]) -> int:

@@ -9,6 +9,14 @@ executor_pod_name, files. ``Failed`` = non-zero return code or time limit; ``San
 Our server adds one field SandboxFusion clients ignore, ``agentrl: {status, duration_s, message, queue_s}``, so our
 client recovers the exact status (memory_exceeded, output_truncated) instead of inferring it, and how long the run
 waited in the server's queue.
+
+Progress (ours, opt-in, so a SandboxFusion client never sees it): a request carrying ``Agentrl-Progress: 1`` is
+answered, once admitted and validated, with 200 ``application/x-ndjson`` at once: one line
+``{"agentrl_progress": "queued", "queue_depth": N, "waited_s": x}`` on admission and every
+:data:`PROGRESS_INTERVAL_S` while it waits for a run slot, ``{"agentrl_progress": "running", "waited_s": x}`` when its
+run starts and every interval while it runs, then the RunCodeResponse object as the last line. The lines are the
+server's heartbeat: a client tells a busy server (lines keep coming, the queue wait is reported) from a hung one
+(silence). A SandboxFusion server ignores the header and answers plain JSON at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +27,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl_sandbox.types import ExecResult, classify
+
+PROGRESS_HEADER = "Agentrl-Progress"  # request header "1": answer with progress lines (module doc)
+PROGRESS_MEDIA_TYPE = "application/x-ndjson"
+PROGRESS_KEY = "agentrl_progress"  # queued | running; the last line (the answer) has no such key
+PROGRESS_INTERVAL_S = 1.0  # a progress line at least this often while queued or running
 
 LANGUAGES = ("python", "python3")  # what this server runs; SandboxFusion's enum spells Python "python"
 

@@ -97,12 +97,15 @@ def serve(app: FastAPI):
         sock.close()
 
 
-def start_sandbox_server(port: int, token_file: Path, log: Path, timeout_s: float) -> subprocess.Popen:
-    """A real ``agentrl-sandbox serve`` (pool size 1, token required) on 127.0.0.1:``port``, in a session of its own
-    and with its output in ``log``, returned once its ``/v1/ping`` answers. One that exits or stays silent for
+def start_sandbox_server(
+    port: int, token_file: Path, log: Path, timeout_s: float, extra_args: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """A real ``agentrl-sandbox serve`` (pool size 1, token required, ``extra_args`` flags added) on
+    127.0.0.1:``port``, in a session of its own and with its output in ``log``, returned once its ``/v1/ping``
+    answers. One that exits or stays silent for
     ``timeout_s`` is killed, and the assertion carries its log's tail."""
     argv = [str(Path(sys.executable).parent / "agentrl-sandbox"), "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--pool-size", "1", "--token-file", str(token_file), "--log-level", "error"]  # fmt: skip
+            "--pool-size", "1", "--token-file", str(token_file), "--log-level", "error", *extra_args]  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout_s

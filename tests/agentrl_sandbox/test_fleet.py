@@ -247,11 +247,13 @@ def test_least_outstanding_choice_exclusion_and_ejection():
     assert c.healthy and fleet.pick() is c
     fleet.fail(c, "HTTP 500", "server_error")  # the second in a row
     assert not c.healthy and c.ejections == 1 and c.failures == 3
-    fleet.fail(a, "ReadTimeout", "timeout")
+    fleet.fail(a, "ReadTimeout", "timeout")  # a plain server's read timeout: busy or hung, counted in a row
+    assert a.healthy and a.consecutive_errors == 1
+    fleet.fail(a, "no progress line within 30 s", "hung")  # a progress stream fell silent: out at once
     fleet.record(a, 0.01)  # a late answer does not bring it back: only the deep health check does
     assert not a.healthy and fleet.pick() is None and fleet.pick(out_too=True) is not None
     fleet.fail(a, "HTTP 401", "rejected")
-    assert a.failures == 2 and a.ejections == 1
+    assert a.failures == 3 and a.ejections == 1
     with pytest.raises(ValueError, match="twice"):
         Fleet(["http://a", "http://a"], headers={})
 
@@ -273,8 +275,57 @@ def test_url_list_and_env_comma_list(monkeypatch):
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("health_timeout_s", 0.0), ("connect_timeout_s", -1.0), ("read_slack_s", 0.0), ("eject_after_errors", 0)],
+    [
+        ("health_timeout_s", 0.0),
+        ("connect_timeout_s", -1.0),
+        ("read_slack_s", 0.0),
+        ("eject_after_errors", 0),
+        ("max_queue_wait_s", 0.0),
+    ],
 )
 def test_failure_detector_settings_are_checked(key, value):
     with pytest.raises(ValueError, match=f"agentrl.sandbox.{key} must be"):
         SandboxConfig(backend="sandbox_fusion", url="http://a:1", **{key: value})
+
+
+@pytest.mark.slow
+def test_a_busy_fleet_sized_as_documented_is_never_taken_for_a_hung_one(tmp_path):
+    """Two ``sandbox serve`` (pool 1, ``--max-queue 2``) and a client keeping pool + queue = 3 calls in flight per
+    server (docs/sandbox.md's sizing rule): programs that use their whole 3 s budget fill each pool and queue, and the
+    harmless calls queued behind them wait ~8 s, longer than the run's timeout + ``read_slack_s`` (5 s). The servers
+    report the queue wait, so no call is an infra error and no server is taken out (issue 40, item 1)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    ports = [free_port(), free_port()]
+    procs = [
+        start_sandbox_server(p, token_file, tmp_path / f"serve_{p}.log", timeout_s=90, extra_args=("--max-queue", "2"))
+        for p in ports
+    ]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    cfg = SandboxConfig(
+        backend="sandbox_fusion", url=urls, token_file=str(token_file), max_concurrency=6, read_slack_s=2.0,
+        health_interval_s=0.5, request_deadline_s=6.0,
+    )  # fmt: skip
+    client = SandboxFusionClient(cfg)
+    slow = "import time; time.sleep(30)"  # killed at its 3 s timeout: it uses its whole budget
+
+    async def batch() -> tuple[list[ExecResult], list[ExecResult]]:
+        slow_calls = [asyncio.ensure_future(client.arun(slow, timeout_s=3)) for _ in range(4)]
+        await asyncio.sleep(0.3)  # both pools busy, one slow call queued on each
+        harmless = [asyncio.ensure_future(client.arun(f"print({i})", timeout_s=3)) for i in range(2)]  # behind 2 each
+        return await asyncio.gather(*slow_calls), await asyncio.gather(*harmless)
+
+    try:
+        start = time.monotonic()
+        slow_results, harmless = asyncio.run(batch())
+        elapsed = time.monotonic() - start
+        view = client.describe()["servers"]
+    finally:
+        client.close()
+        for proc in procs:
+            stop(proc)
+    assert [r.status for r in slow_results] == ["timeout"] * 4
+    assert [(r.status, r.stdout) for r in harmless] == [("ok", "0\n"), ("ok", "1\n")]
+    assert all(r.queue_s > 5.0 for r in harmless) and elapsed > 6.0  # they waited longer than the old read limit
+    assert {u: (v["ejections"], v["healthy"]) for u, v in view.items()} == {u: (0, True) for u in urls}
+    assert client.stats["gave_up"] == 0 and client.stats["retries"] == 0

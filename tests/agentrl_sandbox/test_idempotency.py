@@ -83,17 +83,32 @@ def test_the_cache_expires_keeps_its_byte_bound_and_does_not_keep_sandbox_errors
 
         cache = ReplayCache(ttl_s=600.0, max_bytes=3 * (256 + 1000))
         for i in range(4):
-            await cache.answer(f"k{i}", runner(str(i) * 1000))
+            await cache.answer(f"k{i}", "h", runner(str(i) * 1000))
         assert len(cache) == 3  # the oldest was dropped: 4 answers are over the byte bound
-        assert (await cache.answer("k0", runner("again")))[0]["run_result"]["stdout"] == "again"
-        assert (await cache.answer("k3", runner("never")))[1] is True and "never" not in runs
+        assert (await cache.answer("k0", "h", runner("again")))[0]["run_result"]["stdout"] == "again"
+        assert (await cache.answer("k3", "h", runner("never")))[1] is True and "never" not in runs
 
-        await cache.answer("broken", runner("x", status="SandboxError"))
-        assert (await cache.answer("broken", runner("y")))[1] is False  # the sandbox failed: the retry runs
+        await cache.answer("broken", "h", runner("x", status="SandboxError"))
+        assert (await cache.answer("broken", "h", runner("y")))[1] is False  # the sandbox failed: the retry runs
 
         short = ReplayCache(ttl_s=1e-6)
-        await short.answer("k", runner("first"))
+        await short.answer("k", "h", runner("first"))
         await asyncio.sleep(0.01)
-        assert (await short.answer("k", runner("second")))[0]["run_result"]["stdout"] == "second"
+        assert (await short.answer("k", "h", runner("second")))[0]["run_result"]["stdout"] == "second"
 
     asyncio.run(scenario())
+
+
+def test_a_key_is_bound_to_its_request_body_and_its_caller(pool):
+    """The same key with another body: 422, never the first body's output; the same key from another caller (another
+    token): its own run, not the first caller's answer (issue 40, item 6)."""
+    app = create_app(pool, limits=ServerLimits(replay_ttl_s=600.0))
+    with serve(app) as url:
+        first = post(url, "bound-key")
+        other_body = {**CODE, "code": "print('other')"}
+        resp = httpx.post(f"{url}/run_code", json=other_body, headers={HEADER: "bound-key"}, timeout=60)
+        assert resp.status_code == 422 and HEADER in resp.json()["detail"] and first not in resp.text
+        assert post(url, "bound-key") == first  # the original request still replays
+        stranger = {HEADER: "bound-key", "Authorization": "Bearer someone-else"}
+        resp = httpx.post(f"{url}/run_code", json=CODE, headers=stranger, timeout=60)
+        assert resp.status_code == 200 and resp.json()["run_result"]["stdout"] not in ("", first)
