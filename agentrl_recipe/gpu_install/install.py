@@ -40,6 +40,7 @@ from pathlib import Path
 
 from agentrl_recipe.gpu_install import variants as gpu_variants
 from agentrl_recipe.gpu_install.variants import MIN_DRIVER, Variant
+from agentrl_recipe.offline.vllm_server import find_nvcc  # standard library only, like this module
 
 FLASH_ATTN_PIN = "flash-attn==2.8.3"  # no wheel for torch 2.13 is published: built here unless FLASH_ATTN_WHEEL
 BUILD_TOOLS = ("ninja", "packaging", "wheel")  # flash-attn's setup.py imports them (--no-build-isolation)
@@ -232,13 +233,6 @@ def flash_attn_build_env() -> dict[str, str]:
 
 
 # --- 3. flash-attn toolchain ------------------------------------------------------------------------------------------
-
-
-def find_nvcc() -> str | None:
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home:
-        return str(Path(home) / "bin" / "nvcc") if (Path(home) / "bin" / "nvcc").is_file() else None
-    return shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").is_file() else None)
 
 
 def nvcc_release(nvcc: str) -> tuple[int, int] | None:

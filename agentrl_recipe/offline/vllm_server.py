@@ -81,6 +81,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
+DEFAULT_CUDA_HOME = Path("/usr/local/cuda")  # where NVIDIA's toolkit installs, and where nvcc is looked for last
 # The arguments that set an engine's parallel layout: with any of them the user chose it, and no default is added.
 PARALLEL_ARGS = ("--data-parallel-size", "-dp", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp")
 
@@ -90,7 +91,8 @@ def find_nvcc() -> str | None:
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home:
         return str(Path(home) / "bin" / "nvcc") if (Path(home) / "bin" / "nvcc").is_file() else None
-    return shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").is_file() else None)
+    default = DEFAULT_CUDA_HOME / "bin" / "nvcc"
+    return shutil.which("nvcc") or (str(default) if default.is_file() else None)
 
 
 def flashinfer_env() -> dict[str, str]:

@@ -137,11 +137,11 @@ def test_layout_dependent_rules(paper: preflight.Layout) -> None:
     assert preflight.check_vllm(dataclasses.replace(healthy(), vllm_async_error="boom"), cheap=True).ok
 
 
-def test_cli_exits_non_zero_with_one_line_per_problem(monkeypatch, capsys) -> None:
+def test_cli_exits_non_zero_with_one_line_per_problem(monkeypatch, capsys, tmp_path) -> None:
     too_old = dataclasses.replace(healthy(), driver_version="550.54.15", ray_cpus=16)
     monkeypatch.setattr(preflight, "gather", lambda **_: too_old)
     args = argparse.Namespace(
-        config="agentrl_rl_qwen3_4b", overrides=[], cheap=True, json=False, model=None, sandbox_url=None
+        config="agentrl_rl_qwen3_4b", overrides=[], cheap=True, json=False, model=str(tmp_path), sandbox_url=None
     )
     assert preflight.main(args) == 1
     out = capsys.readouterr()
