@@ -408,7 +408,7 @@ class Context:
 def wheel_variant(patch: Path) -> Path:
     """``verl-0.9.1/<name>.patch``: the same change on 0.9.1's code where it differs from the PR's base."""
     variant = patch.parent / f"verl-{VERL_VERSION}" / patch.name
-    return variant if variant.exists() else patch
+    return (variant if variant.exists() else patch).resolve()
 
 
 def body_result(patch: Path, parsed: Patch) -> Result:
@@ -470,8 +470,8 @@ def check_patch(
     result = body_result(patch, parsed)
     if not parsed.test_files:
         return result
-    applied = patch if ctx.source is not None else wheel_variant(patch)
-    if applied != patch:
+    applied = patch.resolve() if ctx.source is not None else wheel_variant(patch)
+    if applied != patch.resolve():
         result.notes.append(f"applied as {applied.parent.name}/{applied.name}")
     repo = clone(ctx.base, ctx.work, patch.stem)
     alone = standalone_files(repo, read_patch(applied))

@@ -289,3 +289,25 @@ def test_every_upstream_patch_applies_fails_before_and_passes_after() -> None:
     results = check.check_all(check.installed_verl(), PATCHES, evidence, jobs=2)
     lines = [check.report(result) for result in results]
     assert all(result.ok for result in results), "\n".join(lines)
+
+
+def test_the_wheel_check_applies_a_patchs_0_9_1_variant_where_there_is_one(tmp_path: Path) -> None:
+    patch = tmp_path / "0001-x.patch"
+    patch.write_text("main")
+    assert check.wheel_variant(patch) == patch.resolve()
+    variant = tmp_path / f"verl-{check.VERL_VERSION}" / patch.name
+    variant.parent.mkdir()
+    variant.write_text("0.9.1")
+    assert check.wheel_variant(patch) == variant.resolve()
+
+
+def test_verl_ci_reads_the_pinned_linters_and_local_hooks_from_the_tree(tmp_path: Path) -> None:
+    (tmp_path / ".pre-commit-config.yaml").write_text(
+        "repos:\n"
+        "  - repo: https://github.com/astral-sh/ruff-pre-commit\n    rev: 'v0.12.2'\n    hooks: [{id: ruff}]\n"
+        "  - repo: https://github.com/pre-commit/mirrors-mypy\n    rev: 'v1.17.0'\n    hooks: [{id: mypy}]\n"
+        "  - repo: local\n    hooks:\n      - {id: check-license, entry: python3 check_license.py}\n"
+    )
+    verl_ci = check.load_verl_ci()
+    assert verl_ci.pinned_revs(tmp_path) == {"ruff": "0.12.2", "mypy": "1.17.0"}
+    assert verl_ci.local_hooks(tmp_path) == [verl_ci.Hook("check-license", "python3 check_license.py")]
