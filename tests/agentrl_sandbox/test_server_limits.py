@@ -10,10 +10,10 @@ from agentrl_sandbox.guard import ServerLimits
 from agentrl_sandbox.server import create_app
 
 # Reports the address-space limit the run got (RLIMIT_AS = the interpreter's own mappings + memory_mb).
-CODE = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20)"
+CODE = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"
 
 
-def rlimit_as_mb(url: str, memory_mb: int) -> int:
+def rlimit_as_bytes(url: str, memory_mb: int) -> int:
     body = {"code": CODE, "language": "python", "run_timeout": 20, "memory_limit_MB": memory_mb}
     resp = httpx.post(f"{url}/run_code", json=body, timeout=60)
     assert resp.status_code == 200, resp.text
@@ -22,7 +22,7 @@ def rlimit_as_mb(url: str, memory_mb: int) -> int:
 
 def test_a_request_memory_limit_is_capped_at_the_server_maximum(pool):
     with serve(create_app(pool, limits=ServerLimits(max_memory_mb=768))) as url:
-        capped = rlimit_as_mb(url, 1_000_000_000)
-        at_cap = rlimit_as_mb(url, 768)
-        below = rlimit_as_mb(url, 512)
-    assert capped == at_cap and at_cap - below == 256  # 1e9 MB asked, 768 MB given
+        capped = rlimit_as_bytes(url, 1_000_000_000)
+        at_cap = rlimit_as_bytes(url, 768)
+        below = rlimit_as_bytes(url, 512)
+    assert capped == at_cap and at_cap - below == 256 << 20  # 1e9 MB asked, 768 MB given
