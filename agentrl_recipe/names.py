@@ -17,7 +17,8 @@ REGISTERED = {
     "agent_loop": AGENT_LOOP,
     "policy_loss": POLICY_LOSS,
     "adv_estimator": ADV_ESTIMATOR,
-    "resolver": f"{COMPAT_RESOLVER}, {CONFIG_PATH_RESOLVER}",
+    "compat_resolver": COMPAT_RESOLVER,
+    "config_path_resolver": CONFIG_PATH_RESOLVER,
 }
 
 # --- loaded by path (reward.reward_manager.source: importlib): the graders load in the reward workers only ---

@@ -67,8 +67,19 @@ def _config_path(relative: str) -> str:
     return str(config_dir() / relative)
 
 
+RESOLVERS: dict[str, Callable[..., Any]] = {
+    names.COMPAT_RESOLVER: _compat_value,
+    names.CONFIG_PATH_RESOLVER: _config_path,
+}
+
+
+def registered_resolvers() -> dict[str, Callable[..., Any]]:
+    """Our OmegaConf resolvers that OmegaConf holds (what ``doctor`` looks up)."""
+    return {name: resolver for name, resolver in RESOLVERS.items() if OmegaConf.has_resolver(name)}
+
+
 def _register_resolvers() -> None:
-    for name, resolver in ((names.COMPAT_RESOLVER, _compat_value), (names.CONFIG_PATH_RESOLVER, _config_path)):
+    for name, resolver in RESOLVERS.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
 

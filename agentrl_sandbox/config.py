@@ -112,6 +112,8 @@ class SandboxConfig:
     def with_env_overrides(self) -> SandboxConfig:
         env_url = os.environ.get(ENV_SANDBOX_URL)
         backend = os.environ.get(ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if env_url else self.backend)
+        if backend == "local" and (env_url or self.url):  # a url names a server: the local pool would ignore it
+            backend = "sandbox_fusion"
         token = os.environ.get(ENV_SANDBOX_TOKEN) or self.token
         token_file = os.environ.get(ENV_SANDBOX_TOKEN_FILE) or self.token_file
         pool_size = int(os.environ.get(ENV_SANDBOX_POOL_SIZE) or 0) or self.pool_size

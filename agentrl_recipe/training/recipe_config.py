@@ -61,7 +61,7 @@ class RecipeConfig:
     def from_block(cls, block: Mapping[str, Any] | None) -> RecipeConfig:
         block = dict(block or {})
         mode = block.pop("compat", None)
-        sandbox = SandboxConfig.from_dict(block.pop("sandbox", None))
+        sandbox = SandboxConfig.from_dict(block.get("sandbox"))  # the section stays: section("sandbox") = as written
         return cls(compat=compat.DEFAULT_MODE if mode is None else mode, sandbox=sandbox, sections=block)
 
 

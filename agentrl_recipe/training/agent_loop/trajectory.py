@@ -149,6 +149,8 @@ class Trajectory:
         other attributes."""
         values = {f.name: f.read(columns[f.column]) for f in fields.LOOP_FIELDS if columns.get(f.column) is not None}
         values.setdefault(fields.TERMINATION.name, None)  # a loop that never said why: None, not the default
+        kinds = values.get(fields.MALFORMED_KINDS.name, [])
+        values.setdefault(fields.MALFORMED_TOOL_CALLS.name, len(kinds))  # a writer that listed the kinds only
         return cls(**values, **kwargs)
 
     @classmethod

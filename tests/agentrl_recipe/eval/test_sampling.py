@@ -74,7 +74,7 @@ def test_openai_backend_client(tiny_model_dir: Path, tmp_path: Path) -> None:
 
 def test_a_sandbox_token_stays_in_memory(tiny_model_dir: Path, tmp_path: Path) -> None:
     """``eval --sandbox '{"token": ...}'``: the report's protocol shows '***', the run folder's tool YAML has no
-    token, and the tool gets it from the composed config's agentrl.sandbox (CodeInterpreterTool.use_sandbox)."""
+    token, and the tool gets it from the composed config's agentrl.sandbox (CodeInterpreterTool.use_recipe)."""
     sandbox = {"backend": "sandbox_fusion", "url": "http://s:1", "token": "eval-secret"}
     cfg = EvalConfig(model=str(tiny_model_dir), data=["x"], out_dir=str(tmp_path), sandbox=sandbox)
     assert cfg.protocol()["sandbox"] == {"backend": "sandbox_fusion", "url": "http://s:1", "token": "***"}
@@ -95,22 +95,21 @@ def test_compat_reaches_the_agent_loop_and_the_tool(
     """Eval runs the released tool behaviour unless told otherwise: agentrl.compat of the composed config is what
     agentrl_tool_agent resolves its settings from and hands the tool (whose YAML leaves compat null)."""
     from agentrl_recipe.eval.protocol import protocol_deviations
-    from agentrl_recipe.training import compat as compat_modes
+    from agentrl_recipe.training import recipe_config
     from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
-    from agentrl_recipe.training.agent_loop.settings import AgentLoopSettings
 
     cfg = EvalConfig(model=str(tiny_model_dir), data=["x"], out_dir=str(tmp_path), **compat)
     verl_cfg = compose_eval_config(cfg)
-    mode = compat_modes.mode_of(verl_cfg)
-    assert mode == ("open_agentrl" if released else "agentrl")
-    loop = AgentLoopSettings.from_trainer_config(verl_cfg)
+    recipe = recipe_config.resolve(verl_cfg)
+    assert recipe.compat == ("open_agentrl" if released else "agentrl")
+    loop = recipe.settings("agent_loop")
     assert (loop.malformed_call_feedback, loop.tool_turn_newline, loop.error_text) == (
         (False, False, "released") if released else (True, True, "explain")
     )
     tool = CodeInterpreterTool(
         dict(OmegaConf.load(verl_cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path).tools[0].config)
     )
-    tool.use_compat(mode)  # what agentrl_tool_agent does with every tool
+    tool.use_recipe(recipe)  # what agentrl_tool_agent does with every tool
     assert (tool.auto_print, tool.failure_reply, tool.error_text, tool.large_output) == (
         ("last_line", "no_stdout", "released", "timeout") if released else ("expression", "explain", "explain", "keep")
     )

@@ -59,7 +59,8 @@ def test_cpu_file_logger_forwarded_variables_and_a_remote_sandbox(
     assert env[cpu_names.PLATFORM_ENV] == cpu_names.PLATFORM
     assert env["VERL_FILE_LOGGER_ROOT"] == str(tmp_path / "ck")
     assert env[names.ENV_TRACE_DIR] == "/tmp/trace"
-    assert (env[ENV_SANDBOX_URL], env[ENV_SANDBOX_BACKEND]) == ("http://config:1", "sandbox_fusion")
+    # agentrl.sandbox reaches every worker with the trainer config (RecipeConfig): no second copy in the environment
+    assert ENV_SANDBOX_URL not in env and ENV_SANDBOX_BACKEND not in env
     assert env[ENV_SANDBOX_POOL_SIZE] == "3"
     assert rl_env(cfg(sandbox=sandbox), "http://flag:2")[ENV_SANDBOX_URL] == "http://flag:2"  # SANDBOX_URL= wins
 
@@ -97,7 +98,7 @@ def test_the_sandbox_preflight_checks_is_the_one_the_workers_get(monkeypatch: py
         f"{tmp_path}/tok",
     )
     assert _checked({"url": "http://cfg:9"}, "http://flag:2")[1] == "http://flag:2"  # SANDBOX_URL= wins
-    assert _checked({"url": ["http://a:1", "http://b:2"]})[1] == "http://a:1,http://b:2"  # a fleet
+    assert _checked({"url": ["http://a:1", "http://b:2"]})[1] == ("http://a:1", "http://b:2")  # a fleet
     assert _checked({"backend": "subprocess"}, "http://flag:2") == ("subprocess", "http://flag:2", None)  # named
     monkeypatch.setenv(ENV_SANDBOX_URL, "http://exported:3")  # the launcher's own environment, as workers inherit it
     assert _checked(None) == ("sandbox_fusion", "http://exported:3", None)

@@ -14,9 +14,8 @@ from verl.utils.config import omega_conf_to_dataclass
 from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.eval.protocol import EvalConfig
 from agentrl_recipe.offline import fidelity
-from agentrl_recipe.training import compat
-from agentrl_recipe.training.agent_loop.settings import AgentLoopSettings
 from agentrl_recipe.training.algos.losses import token_mean_scope
+from agentrl_recipe.training.recipe_config import resolve
 from agentrl_recipe.training.rewards import hack_patterns
 from agentrl_recipe.training.rewards.manager import RewardKwargs
 from agentrl_recipe.training.rl_dataset import DatasetSettings
@@ -24,7 +23,7 @@ from agentrl_sandbox import runtime_env
 from agentrl_sandbox.config import SandboxConfig
 from data_prep.jobs import rl_released
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 README = REPO / "docs" / "reproducing.md"  # where the fidelity table is
 
 
@@ -53,9 +52,9 @@ def resolved(cfg, name: str):
     if name.startswith("ground_truth:"):  # a quirk of the published ground truth: graded per ground_truth_form
         return RewardKwargs.from_trainer_config(cfg).ground_truth_form
     if name in ("malformed_call_feedback", "tool_turn_newline", "error_text"):
-        return getattr(AgentLoopSettings.from_trainer_config(cfg), name)
+        return getattr(resolve(cfg).settings("agent_loop"), name)
     if name == "large_output":  # the tool YAML leaves it null: the trainer's compat decides
-        return compat.default(name, None, compat.mode_of(cfg))
+        return resolve(cfg).behaviour(name)
     if name == "prompt_filter_counts_tools":
         return DatasetSettings.from_data_config(cfg.data).prompt_filter_counts_tools
     if name == "token_mean_scope":  # the actor config verl builds (the loss's _target_ dataclass)
@@ -63,7 +62,7 @@ def resolved(cfg, name: str):
     if name.startswith("released_grader:"):  # a hack of the released code grader: live iff it grades
         return RewardKwargs.from_trainer_config(cfg).code_rules
     if name in ("auto_print", "failure_reply"):  # the tool YAML leaves them null: the trainer's compat decides
-        return compat.default(name, None, compat.mode_of(cfg))
+        return resolve(cfg).behaviour(name)
     return getattr(RewardKwargs.from_trainer_config(cfg), name)
 
 
@@ -86,7 +85,7 @@ def test_every_row_matches_the_composed_paper_config(paper_cfg, row) -> None:
 def test_fixed_sibling_differs_only_in_compat() -> None:
     fixed, _ = compose(fidelity.CONFIG + "_fixed")
     assert RewardKwargs.from_trainer_config(fixed).tool_bonus == "paper"
-    assert AgentLoopSettings.from_trainer_config(fixed).malformed_call_feedback is True
+    assert resolve(fixed).settings("agent_loop").malformed_call_feedback is True
     assert RewardKwargs.from_trainer_config(fixed).code_rules == "lcb"  # none of the released grader's hacks
     expected = {"tool_turn_newline": True, "error_text": "explain", "large_output": "keep"}
     expected |= {"prompt_filter_counts_tools": True, "token_mean_scope": "mini_batch"}

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from agentrl_recipe.training.rl_dataset import AgentRLDataset, DatasetSettings
 
-TOOL_CONFIG = Path(__file__).resolve().parents[2] / "verl_configs" / "tools" / "code_interpreter.yaml"
+TOOL_CONFIG = Path(__file__).resolve().parents[3] / "verl_configs" / "tools" / "code_interpreter.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -61,21 +61,32 @@ def test_the_two_rules(tmp_path, lengths) -> None:
     alone, with_tools = n[300]
     assert n[10][1] < alone < with_tools  # 10 words fit with the tools at a limit of `alone`; 300 only alone
     limit = alone
-    ours = dataset(tmp_path, tokenizer, [10, 300, 2000], limit, compat="agentrl")
+    ours = dataset(tmp_path, tokenizer, [10, 300, 2000], limit, prompt_filter_counts_tools=True)
     assert len(ours) == 1  # verl 0.9.1: only the 10-word prompt fits with the schemas
-    explicit = dataset(tmp_path, tokenizer, [10, 2000], limit, compat="open_agentrl")
+    explicit = dataset(tmp_path, tokenizer, [10, 2000], limit, prompt_filter_counts_tools=False)
     assert len(explicit) == 1  # 2000 words are over even alone: dropped by both rules
     with pytest.raises(ValueError, match=r"^1 prompt\(s\) fit data.max_prompt_length=\d+ only without the tool"):
-        dataset(tmp_path, tokenizer, [10, 300, 2000], limit, compat="open_agentrl")
+        dataset(tmp_path, tokenizer, [10, 300, 2000], limit, prompt_filter_counts_tools=False)
     # the released rule with the limit raised to fit the 300-word prompt with its tools: kept, as in verl's rule
-    assert len(dataset(tmp_path, tokenizer, [10, 300], with_tools, compat="open_agentrl")) == 2
-    pinned = dataset(tmp_path, tokenizer, [10, 300], limit, compat="open_agentrl", prompt_filter_counts_tools=True)
+    assert len(dataset(tmp_path, tokenizer, [10, 300], with_tools, prompt_filter_counts_tools=False)) == 2
+    pinned = dataset(tmp_path, tokenizer, [10, 300], limit, prompt_filter_counts_tools=True)
     assert len(pinned) == 1
 
 
 def test_settings_resolution() -> None:
-    assert DatasetSettings.from_data_config({}).prompt_filter_counts_tools is True  # no data.agentrl: agentrl
-    assert DatasetSettings.from_data_config({"agentrl": {"compat": "open_agentrl"}}).prompt_filter_counts_tools is False
+    import verl  # noqa: F401  (loads the plugin: its ${agentrl_compat:...} resolver)
+
+    assert DatasetSettings.from_data_config({}).prompt_filter_counts_tools is True  # no data.agentrl: verl's rule
+    for mode, counts in (("open_agentrl", False), ("agentrl", True)):  # what grpo_tcr.yaml writes into data.agentrl
+        cfg = OmegaConf.create(
+            {
+                "agentrl": {"compat": mode},
+                "data": {"agentrl": {"prompt_filter_counts_tools": "${agentrl_compat:prompt_filter_counts_tools}"}},
+            }
+        )
+        assert DatasetSettings.from_data_config(cfg.data).prompt_filter_counts_tools is counts
+    with pytest.raises(ValueError, match="unknown key"):  # the mode is the trainer's alone: no data.agentrl.compat
+        DatasetSettings.from_data_config({"agentrl": {"compat": "open_agentrl"}})
     with pytest.raises(ValueError, match="unknown key"):
         DatasetSettings.from_data_config({"agentrl": {"prompt_filter": True}})
     with pytest.raises(TypeError, match="prompt_filter_counts_tools must be"):

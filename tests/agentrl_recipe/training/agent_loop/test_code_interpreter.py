@@ -21,7 +21,7 @@ from agentrl_recipe.training.agent_loop.code_interpreter import (
 from agentrl_recipe.training.agent_loop.code_prep import build_run, ends_with_expression, extract_code
 from agentrl_sandbox import ExecResult, SandboxError
 
-YAML = Path(__file__).resolve().parents[3] / "verl_configs" / "tools" / "code_interpreter.yaml"
+YAML = Path(__file__).resolve().parents[4] / "verl_configs" / "tools" / "code_interpreter.yaml"
 
 
 @pytest.fixture(scope="module")

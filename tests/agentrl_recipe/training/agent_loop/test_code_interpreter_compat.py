@@ -15,13 +15,14 @@ from agentrl_recipe.training.agent_loop.code_interpreter import (
     sandbox_fusion_pipe_limit,
 )
 from agentrl_recipe.training.agent_loop.code_prep import released_prep
+from agentrl_recipe.training.recipe_config import RecipeConfig
 from agentrl_sandbox import ExecResult
 
 
 @pytest.fixture(scope="module")
 def released(pool) -> CodeInterpreterTool:
     t = CodeInterpreterTool({"global_max_concurrency": None, "timeout_s": 2})
-    t.use_compat("open_agentrl")
+    t.use_recipe(RecipeConfig(compat="open_agentrl"))
     t._sandbox = pool
     return t
 
@@ -74,13 +75,15 @@ def test_released_reply_keeps_output_of_finished_runs() -> None:
 def test_compat_resolution_and_explicit_keys_win() -> None:
     ours = CodeInterpreterTool({})
     assert (ours.auto_print, ours.failure_reply) == ("expression", "explain")
-    ours.use_compat("open_agentrl")
+    ours.use_recipe(RecipeConfig(compat="open_agentrl"))
     assert (ours.auto_print, ours.failure_reply) == ("last_line", "no_stdout")
-    pinned = CodeInterpreterTool({"compat": "agentrl", "auto_print": False})
-    pinned.use_compat("open_agentrl")  # the tool YAML's own compat wins over the trainer's
+    pinned = CodeInterpreterTool({"auto_print": False, "failure_reply": "explain"})
+    pinned.use_recipe(RecipeConfig(compat="open_agentrl"))  # keys set in the tool YAML win over the trainer's mode
     assert (pinned.auto_print, pinned.failure_reply) == ("off", "explain")
     with pytest.raises(ValueError, match="compat must be one of"):
-        CodeInterpreterTool({}).use_compat("verl")
+        RecipeConfig(compat="verl")
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['compat'\]"):  # the mode is the trainer's alone
+        CodeInterpreterTool({"compat": "agentrl"})
     with pytest.raises(ValueError, match="auto_print must be one of"):
         CodeInterpreterTool({"auto_print": "always"})
 
@@ -135,12 +138,12 @@ def test_sandbox_fusion_pipe_limit_keeps_what_it_held() -> None:
 
 def test_error_text_and_large_output_resolution() -> None:
     tool = CodeInterpreterTool({})
-    tool.use_compat("open_agentrl")
+    tool.use_recipe(RecipeConfig(compat="open_agentrl"))
     assert (tool.error_text, tool.large_output) == ("released", "timeout")
-    tool.use_compat("agentrl")
+    tool.use_recipe(RecipeConfig(compat="agentrl"))
     assert (tool.error_text, tool.large_output) == ("explain", "keep")
     pinned = CodeInterpreterTool({"error_text": "explain", "large_output": "keep"})
-    pinned.use_compat("open_agentrl")
+    pinned.use_recipe(RecipeConfig(compat="open_agentrl"))
     assert (pinned.error_text, pinned.large_output) == ("explain", "keep")
     with pytest.raises(ValueError, match="error_text must be one of"):
         CodeInterpreterTool({"large_output": "drop"})

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from loop_helpers import call, with_updates
+from omegaconf import OmegaConf
 from sandbox_test_helpers import serve
 from transformers import AutoTokenizer
 
@@ -16,6 +17,7 @@ from agentrl_recipe import fields, names
 from agentrl_recipe.offline.rollout import arollout
 from agentrl_recipe.training import sandbox_routes
 from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
+from agentrl_recipe.training.recipe_config import resolve
 from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_TOKEN,
@@ -106,15 +108,21 @@ async def test_without_the_token_every_call_is_refused(tiny_model_dir, base_cfg,
     assert record.reward_extra_info[fields.GRADER_INFRA_FAILURE.column] is True
 
 
-def test_the_tool_yaml_keys_win_over_the_trainer_block() -> None:
-    tool = CodeInterpreterTool({"sandbox": {"url": "http://tool:1"}})
-    tool.use_sandbox({"backend": "sandbox_fusion", "url": "http://trainer:1", "token_file": "/t"})
+def test_the_tool_and_the_reward_share_one_sandbox_config() -> None:
+    block = {"agentrl": {"sandbox": {"backend": "sandbox_fusion", "url": "http://trainer:1", "token_file": "/t"}}}
+    recipe = resolve(block)
+    assert resolve(OmegaConf.create(block)) is recipe  # one object per process for the same block
+    tool = CodeInterpreterTool({})
+    tool.use_recipe(recipe)
     cfg = tool.sandbox_config
-    assert (cfg.backend, cfg.urls, cfg.token_file, cfg.token) == ("sandbox_fusion", ["http://tool:1"], "/t", None)
+    assert cfg is recipe.sandbox  # what the reward manager of this process takes (RecipeConfig.sandbox)
+    assert (cfg.backend, cfg.urls, cfg.token_file, cfg.token) == ("sandbox_fusion", ["http://trainer:1"], "/t", None)
     tool._sandbox = object()  # type: ignore[assignment]  # started: the same block again is fine, another is not
-    tool.use_sandbox({"backend": "sandbox_fusion", "url": "http://trainer:1", "token_file": "/t"})
+    tool.use_recipe(resolve(block))
     with pytest.raises(RuntimeError, match=r"agentrl\.sandbox changed after the sandbox started"):
-        tool.use_sandbox({"backend": "sandbox_fusion", "token_file": "/other"})
+        tool.use_recipe(resolve({"agentrl": {"sandbox": {"backend": "sandbox_fusion", "token_file": "/other"}}}))
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['sandbox'\]"):  # one place: the trainer's block
+        CodeInterpreterTool({"sandbox": {"url": "http://tool:1"}})
 
 
 def test_a_token_is_not_in_the_config_repr() -> None:

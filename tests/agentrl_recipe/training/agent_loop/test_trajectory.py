@@ -23,14 +23,16 @@ def _recorded() -> Trajectory:
 
 
 def test_record_call_keeps_the_counts_the_loop_writes():
-    fields = _recorded().to_extra_fields()
-    assert fields[fields.TOOL_CALLS.column] == 3 and fields[fields.TOOL_FAILURES.column] == 1
-    assert fields[fields.TOOL_INFRA_FAILURE.column] is True
-    assert fields[fields.MALFORMED_TOOL_CALLS.column] == 1 and fields[fields.MALFORMED_KINDS.column] == ["bad_json"]
-    assert fields[fields.VOID_TURN.column] is True and fields[fields.NUM_VOID_TURNS.column] == 1
-    assert fields[fields.SANDBOX_SERVERS.column] == ["http://a:1"] and fields[fields.SANDBOX_LATENCY_S.column] == [0.2]
-    assert fields[fields.SANDBOX_FAILED.column] == ["http://b:2"]
-    assert fields.MESSAGES.column not in fields  # only with record_messages
+    columns = _recorded().to_extra_fields()
+    assert columns[fields.TOOL_CALLS.column] == 3 and columns[fields.TOOL_FAILURES.column] == 1
+    assert columns[fields.TOOL_INFRA_FAILURE.column] is True
+    assert columns[fields.MALFORMED_TOOL_CALLS.column] == 1 and columns[fields.MALFORMED_KINDS.column] == ["bad_json"]
+    assert columns[fields.VOID_TURN.column] is True and columns[fields.NUM_VOID_TURNS.column] == 1
+    assert columns[fields.SANDBOX_SERVERS.column] == ["http://a:1"] and columns[fields.SANDBOX_LATENCY_S.column] == [
+        0.2
+    ]
+    assert columns[fields.SANDBOX_FAILED.column] == ["http://b:2"]
+    assert fields.MESSAGES.column not in columns  # only with record_messages
 
 
 def test_extra_fields_keys_are_the_contract_with_verl_and_the_metrics():

@@ -15,9 +15,10 @@ ALLOWED = (
     "agentrl_recipe.training.algos",
     "agentrl_recipe.training.verl_adapters",
     "agentrl_recipe.names",
+    "agentrl_recipe.fields",  # the per-trajectory columns the masks read
+    "agentrl_recipe.training.trajectory_dump",  # the replay buffer writes the viewer's per-step sample
     "agentrl_recipe.training.trace",
     "agentrl_recipe.training.recipe_config",
-    "agentrl_recipe.training.compat",  # a leaf: agentrl.compat's table (the loss's token_mean_scope resolves from it)
     "agentrl_recipe.training.metrics",
 )
 

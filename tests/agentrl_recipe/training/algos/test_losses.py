@@ -289,10 +289,10 @@ def test_loss_metrics_survive_verls_reduction_over_mini_batches(actor_config) ->
     assert not [key for key in ours if "min" in key or "max" in key]
 
 
-def scoped_config(actor_config, scope: str | None, mode: str = "agentrl"):
+def scoped_config(actor_config, scope: str):
     from agentrl_recipe.training.algos.losses import TCRPolicyLossConfig
 
-    policy_loss = TCRPolicyLossConfig(loss_mode=names.POLICY_LOSS, token_mean_scope=scope, compat=mode)
+    policy_loss = TCRPolicyLossConfig(loss_mode=names.POLICY_LOSS, token_mean_scope=scope)
     return actor_config(clip_ratio_low=EPS_LOW, clip_ratio_high=EPS_HIGH, clip_ratio_c=C, policy_loss=policy_loss)
 
 
@@ -344,7 +344,7 @@ def test_micro_batch_scope_equals_verl05_on_random_inputs(tcr, actor_config, dp:
     mask[3] = 0  # a sequence without tokens
     mask[5] = 0  # ... and a micro-batch without tokens
     splits = [[0, 1, 2], [3, 4], [5], [6, 7, 8, 9, 10, 11]]  # dp 2: the first two on rank 0, the rest on rank 1
-    config = scoped_config(actor_config, None, mode="open_agentrl")  # null: the mode's scope
+    config = scoped_config(actor_config, "micro_batch")
     config.global_batch_info.update(dp_size=dp, batch_num_tokens=int(mask.sum()), global_batch_size=n)
     ours = released = 0.0
     for rows in splits:
@@ -359,16 +359,20 @@ def test_micro_batch_scope_equals_verl05_on_random_inputs(tcr, actor_config, dp:
 
 
 def test_token_mean_scope_resolution(actor_config) -> None:
+    import verl  # noqa: F401  (loads the plugin: its ${agentrl_compat:...} resolver)
+    from omegaconf import OmegaConf
+
     from agentrl_recipe.training.algos.losses import TCRPolicyLossConfig, token_mean_scope
 
-    assert TCRPolicyLossConfig(compat="open_agentrl").resolved_scope == "micro_batch"
-    assert TCRPolicyLossConfig(compat="agentrl").resolved_scope == "mini_batch"
-    assert TCRPolicyLossConfig(compat="open_agentrl", token_mean_scope="mini_batch").resolved_scope == "mini_batch"
+    assert TCRPolicyLossConfig().token_mean_scope == "mini_batch"
     assert token_mean_scope(actor_config()) == "mini_batch"  # verl's own PolicyLossConfig: verl's scope
     with pytest.raises(ValueError, match="token_mean_scope must be one of"):
         TCRPolicyLossConfig(token_mean_scope="sequence")
-    with pytest.raises(ValueError, match="compat must be one of"):
-        TCRPolicyLossConfig(compat="verl")
+    for mode, scope in (("open_agentrl", "micro_batch"), ("agentrl", "mini_batch"), (None, "mini_batch")):
+        cfg = OmegaConf.create({"agentrl": {"compat": mode}, "scope": "${agentrl_compat:token_mean_scope}"})
+        assert cfg.scope == scope  # what grpo_tcr.yaml writes into policy_loss.token_mean_scope
+    with pytest.raises(Exception, match="compat must be one of"):
+        _ = OmegaConf.create({"agentrl": {"compat": "verl"}, "scope": "${agentrl_compat:token_mean_scope}"}).scope
 
 
 def test_micro_batch_scope_leaves_other_agg_modes_alone(tcr, actor_config) -> None:

@@ -13,20 +13,20 @@ import pytest
 
 from agentrl_recipe import names
 from agentrl_recipe.problems import read_local_file
-from agentrl_recipe.training import compat
+from agentrl_recipe.training.recipe_config import RecipeConfig
 from agentrl_recipe.training.rewards import scoring
 from agentrl_recipe.training.rewards.ground_truth import decoded_list_answer, graded_ground_truth, without_null_keys
 from agentrl_recipe.training.rewards.reward_kwargs import RewardKwargs
 from data_prep import rl_sources
 from data_prep.jobs import rl_released
 
-FIXTURE = Path(__file__).resolve().parents[2] / "data" / "open_agentrl_30k.jsonl"
+FIXTURE = Path(__file__).resolve().parents[3] / "data" / "open_agentrl_30k.jsonl"
 STDIN_NULL = json.dumps({"inputs": ["3\n"], "outputs": ["9\n"], "fn_name": None})
 
 
 def mode_options(mode: str) -> dict:
     """The scoring options a config with ``agentrl.compat: <mode>`` and no explicit keys resolves to."""
-    kw = RewardKwargs.from_dict({}, mode=mode)
+    kw = RewardKwargs.from_dict({}, recipe=RecipeConfig(compat=mode))
     return {
         "code_rules": kw.code_rules,
         "ground_truth_form": kw.ground_truth_form,
@@ -65,15 +65,10 @@ def released_rows(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict]:
 
 
 def test_compat_resolves_the_two_keys() -> None:
-    assert (
-        compat.default("ground_truth_form", None, "open_agentrl"),
-        compat.default("leetcode_tests", None, "open_agentrl"),
-    ) == ("published", "asserts")
-    assert (
-        compat.default("ground_truth_form", None, "agentrl"),
-        compat.default("leetcode_tests", None, "agentrl"),
-    ) == ("normalized", "call")
-    assert RewardKwargs.from_dict({"leetcode_tests": "asserts"}, mode="agentrl").leetcode_tests == "asserts"
+    released, ours = RewardKwargs.from_dict({}, recipe=RecipeConfig(compat="open_agentrl")), RewardKwargs.from_dict({})
+    assert (released.ground_truth_form, released.leetcode_tests) == ("published", "asserts")
+    assert (ours.ground_truth_form, ours.leetcode_tests) == ("normalized", "call")
+    assert RewardKwargs.from_dict({"leetcode_tests": "asserts"}).leetcode_tests == "asserts"
     with pytest.raises(ValueError, match="ground_truth_form must be one of"):
         RewardKwargs.from_dict({"ground_truth_form": "decoded"})
 

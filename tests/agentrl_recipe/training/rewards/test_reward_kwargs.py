@@ -5,21 +5,22 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from agentrl_recipe.training.recipe_config import RecipeConfig
 from agentrl_recipe.training.rewards.reward_kwargs import RewardKwargs
 
 
 def test_compat_sets_the_behaviour_keys_and_explicit_keys_win() -> None:
-    released = RewardKwargs.from_dict({"max_resp_len": 20480}, mode="open_agentrl")
+    released = RewardKwargs.from_dict({"max_resp_len": 20480}, recipe=RecipeConfig(compat="open_agentrl"))
     assert (released.tool_bonus, released.tool_bonus_count, released.code_rules) == (
         "released",
         "turns",
         "open_agentrl",
     )
     assert (released.code_timeout_s_per_test, released.code_total_timeout_s) == (30.0, None)
-    ours = RewardKwargs.from_dict({"max_resp_len": 20480}, mode="agentrl")
+    ours = RewardKwargs.from_dict({"max_resp_len": 20480}, recipe=RecipeConfig(compat="agentrl"))
     assert (ours.tool_bonus, ours.tool_bonus_count, ours.code_rules) == ("paper", "tool_calls", "lcb")
     assert (ours.code_timeout_s_per_test, ours.code_total_timeout_s) == (6.0, 60.0)
-    one_flip = RewardKwargs.from_dict({"tool_bonus": "paper"}, mode="open_agentrl")
+    one_flip = RewardKwargs.from_dict({"tool_bonus": "paper"}, recipe=RecipeConfig(compat="open_agentrl"))
     assert (one_flip.tool_bonus, one_flip.code_rules) == ("paper", "open_agentrl")
 
 
