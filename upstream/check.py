@@ -11,11 +11,13 @@ For each patch (a ``git format-patch`` file) and its PR description (``NNNN-*.md
 3. **Tests**: the patch applies to a copy of verl; its tests are applied alone and must fail on an assertion (they
    show the bug), then the fix is applied and they must pass. The counts the body states are compared with the runs.
 
-The copy is the installed verl 0.9.1 (the default; CI) or a verl source tree (``--verl-src``, e.g. a checkout of
-verl's main). The wheel ships no tests: a verl test file that a patch extends but the copy lacks is replaced by the
-lines the patch adds to it, after the imports listed in ``NNNN-*.imports.py`` (the names those lines take from the
-file's import block), so such additions are written to run on their own. Where the file is there, only the tests the
-patch adds to it are run, not the rest of the file.
+The copy is the installed verl 0.9.1 (the default; CI) or a verl source tree (``--verl-src``: a checkout, or a bare
+git repository exported at ``--verl-ref``). The wheel ships no tests: a verl test file that a patch extends but the
+copy lacks is replaced by the lines the patch adds to it, after the imports listed in ``NNNN-*.imports.py`` (the names
+those lines take from the file's import block), so such additions are written to run on their own. Where 0.9.1's code
+differs from the PR's base, ``verl-0.9.1/NNNN-*.patch`` is applied to the wheel instead. On a source tree the touched
+test files run whole (unpatched, tests only, fixed) and verl's CI steps run on the patched tree (``verl_ci.py``); on
+``TARGET_COMMIT`` the counts each body states are compared with those runs.
 
 ``evidence/*.py`` are tests kept for upstream PRs that already cover one of our fixes: they must fail on verl 0.9.1
 for the bug's reason; on a newer source, passing means the fix has landed there.
