@@ -264,6 +264,28 @@ RUNTIME_ROWS = (
 ROWS = ROWS + RUNTIME_ROWS
 
 
+# Below the reward (issue 45): the data order, the updates, the sandbox's answers, and the two rules the suite pins.
+STACK_ROWS = (
+    Row(
+        "data.seed",
+        "–",
+        'unset: the sampler\'s `data.get("seed", 1)`',
+        "verl/trainer/main_ppo.py:380",
+        1,
+        "",
+    ),
+    Row(
+        "agentrl.infra_guard.max_rate",
+        "–",
+        "none (trained on whatever the sandbox returned)",
+        "recipe/demystify/reward.py",
+        0.2,
+        "ours: a run whose sandbox fails for over 1 in 5 trajectories (5 steps) stops",
+    ),
+)
+ROWS = ROWS + STACK_ROWS
+
+
 def render() -> str:
     """The README's table (markdown)."""
     lines = [

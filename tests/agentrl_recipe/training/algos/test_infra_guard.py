@@ -37,6 +37,16 @@ def test_window_rate_golden_and_the_stop() -> None:
     )
 
 
+def test_the_default_rate_stops_above_one_in_five() -> None:
+    """Issue 45 (a): the default limit is 0.2 (also agentrl.infra_guard.max_rate in verl_configs/recipe/grpo_tcr.yaml,
+    pinned by the fidelity table): 20 of 100 trajectories go on, 21 of 100 stop. 0.3 (or 0.1) fails here."""
+    assert InfraGuardConfig().max_rate == 0.2
+    at_limit = InfraGuard(InfraGuardConfig(min_trajectories=100))
+    assert at_limit.observe([FAILED] * 20 + [{}] * 80)["training/infra_guard/window_rate"] == 0.2
+    with pytest.raises(InfraFailureRateExceeded, match=r"max_rate=0\.2:"):
+        InfraGuard(InfraGuardConfig(min_trajectories=100)).observe([FAILED] * 21 + [{}] * 79)
+
+
 @pytest.mark.parametrize("guard_class", [InfraGuard, GraderErrorGuard])
 def test_one_guard_serves_both_and_a_steps_calls_share_its_slot(guard_class: type[RateGuard]) -> None:
     """separate_async samples a step in parameter_sync_step calls: they fill one slot of the window, so window_steps

@@ -63,6 +63,29 @@ def test_strict_math(solution: str, gt, score: float, pred) -> None:
     assert result["task_kind"] == "math"
 
 
+# Where the box starts, counted from the end of the text: the released rule (math_dapo.compute_score keeps the last
+# 300 characters, is_correct_strict_box the last 100 of those) sees a box only if all of it is in the last 100.
+WINDOW_EDGE_CASES = [
+    pytest.param("x" * 300 + "\\boxed{34}" + "y" * 90, "34", id="box-ends-the-last-100"),
+    pytest.param("x" * 300 + "\\boxed{34}" + "y" * 91, None, id="box-starts-101-from-the-end"),
+    pytest.param("x" * 300 + "\\boxed{34}" + "y" * 190, None, id="in-last-300-not-last-100"),
+    pytest.param("\\boxed{34}" + "y" * 290, None, id="in-last-300-at-its-start"),
+    pytest.param("x" * 10 + "\\boxed{7}" + "y" * 80, "7", id="short-text"),
+]
+
+
+@pytest.mark.parametrize(("solution", "pred"), WINDOW_EDGE_CASES)
+def test_strict_answer_window_is_the_last_100_characters(solution: str, pred) -> None:
+    """Issue 45 (a): the window our math-verify path extracts with (last_boxed_strict) is the released one, and equals
+    verl's math_dapo strict extraction (what the paper's strict path calls) on the same texts. Widening the 100 to
+    300 (or narrowing the 300) fails here."""
+    assert scoring.last_boxed_strict(solution) == pred
+    assert compute_score(names.DS_AIME24, solution, "34")["pred"] == pred  # verl's math_dapo, strict_box_verify
+    assert (scoring.STRICT_OUTER_WINDOW, scoring.STRICT_INNER_WINDOW) == (300, 100)
+    verify = scoring.score_math_verify(solution, pred if pred is not None else "34")
+    assert (verify["pred"], verify["score"]) == (pred, 1.0 if pred is not None else -1.0)
+
+
 @pytest.mark.parametrize(
     ("solution", "score"),
     [
