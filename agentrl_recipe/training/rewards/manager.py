@@ -43,7 +43,7 @@ from agentrl_recipe.training.rewards import hack_patterns, scoring
 from agentrl_recipe.training.rewards.grade_budget import QueueClock, within_budget
 from agentrl_recipe.training.rewards.isolation import GraderTimeout
 from agentrl_recipe.training.rewards.reward_kwargs import RewardKwargs
-from agentrl_recipe.training.rewards.shaping import apply_tool_bonus, overlong_penalty
+from agentrl_recipe.training.rewards.shaping import apply_tool_bonus, executed_calls, overlong_penalty
 from agentrl_sandbox import get_sandbox
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ class AgentRLRewardManager(RewardManagerBase):
             s.tool_bonus,
             cap=s.tool_bonus_cap,
             per_call=s.tool_bonus_per_call,
-            tool_calls=_optional_int(row.tool_fields.get(fields.TOOL_CALLS.column)),
+            tool_calls=executed_calls(row.tool_fields.get(fields.TOOL_STATUSES.column)),
             count=s.tool_bonus_count,
         )
 

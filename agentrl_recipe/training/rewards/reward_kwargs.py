@@ -53,8 +53,10 @@ class RewardKwargs:
     tool_bonus: str | None = None
     # What n counts for tool_bonus=paper. "turns" (compat open_agentrl; the formula of [code] reward.py):
     # (verl's __num_turns__ − 2)/2, where an answered malformed call (agent_loop.malformed_call_feedback) is a turn
-    # too, so each one earns per_call. "tool_calls" (compat agentrl): the tool calls the loop executed
-    # (agentrl_tool_calls, malformed ones excluded); equal to "turns" when no call is malformed.
+    # too, so each one earns per_call. "tool_calls" (compat agentrl): the calls whose program ran (agentrl_tool_statuses
+    # ok/runtime_error/timeout/memory_exceeded/output_truncated: rewards/shaping.py EXECUTED_STATUSES; malformed,
+    # invalid_arguments, tool_exception, unknown_tool, too_large and infra_error calls excluded); equal to "turns"
+    # when every call ran.
     tool_bonus_count: str | None = None
     tool_bonus_cap: float = -0.6  # [code] −0.6: a wrong answer never scores above this
     tool_bonus_per_call: float = 0.1  # [code] 0.1 per tool call

@@ -3,7 +3,19 @@ penalty (tested directly and through :class:`agentrl_recipe.training.rewards.man
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agentrl_recipe import fields
+
+# The sandbox statuses of a call whose program ran (agentrl_sandbox.types.STATUSES): what tool_bonus_count=tool_calls
+# counts. Not counted: calls that never ran (invalid_arguments, tool_exception, unknown_tool, too_large: refused by the
+# server) and infra_error (the sandbox failed; not the policy's call).
+EXECUTED_STATUSES = frozenset({"ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated"})
+
+
+def executed_calls(statuses: Iterable[str] | None) -> int | None:
+    """How many of a trajectory's calls ran (``fields.TOOL_STATUSES``); None without the statuses."""
+    return None if statuses is None else sum(str(s) in EXECUTED_STATUSES for s in statuses)
 
 
 def apply_tool_bonus(
@@ -18,7 +30,8 @@ def apply_tool_bonus(
 ):
     """Return (shaped score, bonus added). Only wrong answers (score < 0) are shaped.
 
-    ``count="turns"``: n = (num_turns − 2)/2 (the released formula); ``"tool_calls"``: n = ``tool_calls``."""
+    ``count="turns"``: n = (num_turns − 2)/2 (the released formula); ``"tool_calls"``: n = ``tool_calls``, the
+    executed calls (:func:`executed_calls` of the trajectory's statuses)."""
     if mode == "off" or score >= 0:
         return score, 0.0
     if mode == "released":
@@ -26,8 +39,9 @@ def apply_tool_bonus(
     elif count == "tool_calls":
         if tool_calls is None:
             raise ValueError(
-                f"tool_bonus_count=tool_calls needs the agent loop's {fields.TOOL_CALLS.column!r} field, which this "
-                "trajectory lacks; run through agentrl_tool_agent or set reward.reward_kwargs.tool_bonus_count=turns"
+                f"tool_bonus_count=tool_calls needs the agent loop's {fields.TOOL_STATUSES.column!r} field, which "
+                "this trajectory lacks; run through agentrl_tool_agent or set "
+                "reward.reward_kwargs.tool_bonus_count=turns"
             )
         n = int(tool_calls)
     elif num_turns is None:

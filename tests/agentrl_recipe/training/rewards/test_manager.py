@@ -47,7 +47,9 @@ def base_config(tiny_model_dir):
         cfg = compose(
             "ppo_trainer",
             overrides=[
-                f"reward.reward_manager.name={names.REWARD_MANAGER}",
+                "reward.reward_manager.source=importlib",  # as verl_configs/recipe/grpo_tcr.yaml loads it
+                f"reward.reward_manager.name={names.REWARD_MANAGER_CLASS}",
+                f"reward.reward_manager.module.path={names.REWARD_MANAGER_MODULE}",
                 f"data.max_response_length={MAX_RESP}",
                 f"actor_rollout_ref.model.path={tiny_model_dir}",
                 f"+reward.reward_kwargs.overlong_buffer_cfg.len={BUFFER}",
@@ -216,6 +218,19 @@ def test_paper_tool_bonus_needs_num_turns(base_config, tiny_tokenizer) -> None:
         run(load_reward_manager(base_config, tiny_tokenizer), row)
     released = load_reward_manager(config_with(base_config, tool_bonus="released"), tiny_tokenizer)
     assert run(released, row)["reward_score"] == pytest.approx(-1.1)
+
+
+def test_the_tool_bonus_counts_only_calls_that_ran(base_config, tiny_tokenizer) -> None:
+    """Issue 40 item 5: tool_bonus_count=tool_calls (compat agentrl) counts the calls whose program ran, not
+    invalid_arguments / tool_exception calls (the loop's agentrl_tool_calls counts every answered call)."""
+    statuses = ["invalid_arguments", "tool_exception", "ok", "unknown_tool", "runtime_error", "infra_error"]
+    extra = {fields.TOOL_CALLS.column: len(statuses), fields.TOOL_STATUSES.column: np.array(statuses, dtype=object)}
+    manager = load_reward_manager(config_with(base_config, tool_bonus_count="tool_calls"), tiny_tokenizer)
+    out = run(manager, make_row(tiny_tokenizer, *WRONG_MATH, num_turns=14, extra=extra))
+    assert out["reward_extra_info"]["tool_bonus"] == pytest.approx(0.2)  # 2 calls ran (ok, runtime_error)
+    assert out["reward_score"] == pytest.approx(-0.8)
+    with pytest.raises(ValueError, match=fields.TOOL_STATUSES.column):  # no statuses: refused, never guessed
+        run(manager, make_row(tiny_tokenizer, *WRONG_MATH, num_turns=14, extra={fields.TOOL_CALLS.column: 6}))
 
 
 @pytest.mark.parametrize(

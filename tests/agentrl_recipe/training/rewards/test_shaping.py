@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl_recipe.training.rewards.shaping import apply_tool_bonus, overlong_penalty
+from agentrl_recipe.training.rewards.shaping import apply_tool_bonus, executed_calls, overlong_penalty
 
 
 @pytest.mark.parametrize("num_turns", [None, 0, 2, 10, 40])
@@ -22,8 +22,17 @@ def test_turns_count_malformed_replies_tool_calls_do_not() -> None:
     by_turns, _ = apply_tool_bonus(-1.0, 10, "paper", count="turns")
     by_calls, _ = apply_tool_bonus(-1.0, 10, "paper", count="tool_calls", tool_calls=2)
     assert (by_turns, by_calls) == (pytest.approx(-0.6), pytest.approx(-0.8))
-    with pytest.raises(ValueError, match="agentrl_tool_calls"):
+    with pytest.raises(ValueError, match="agentrl_tool_statuses"):
         apply_tool_bonus(-1.0, 10, "paper", count="tool_calls")
+
+
+def test_only_calls_whose_program_ran_are_executed() -> None:
+    """Issue 40 item 5: a call that never ran (bad arguments, the tool raised, unknown tool, refused as too large) or
+    whose sandbox failed earns no bonus."""
+    ran = ["ok", "runtime_error", "timeout", "memory_exceeded", "output_truncated"]
+    never_ran = ["invalid_arguments", "tool_exception", "unknown_tool", "too_large", "infra_error"]
+    assert executed_calls(ran + never_ran) == 5
+    assert executed_calls(never_ran) == 0 and executed_calls([]) == 0 and executed_calls(None) is None
 
 
 def test_overlong_penalty_is_zero_before_the_buffer_then_linear_to_minus_factor() -> None:
