@@ -33,6 +33,10 @@ composed config, the check report and the command, and exits — on any machine,
   RL alike, so a resumed run, every node and the RL stage reading the SFT export agree on them.
 - An RL launch that resumes passes ``trainer.val_before_train=false`` (:mod:`agentrl_recipe.launcher.resume`);
   ``VAL_ON_RESUME=1`` (``--val-on-resume``) keeps verl's validation on resume.
+- An async variant (``+recipe/async=<variant>``) writes to ``<trainer.default_local_dir>_<variant>`` unless the user
+  names the dir: it must not resume the sync run's checkpoints and train nothing.
+- A launch whose checkpoint dir already holds ``trainer.total_training_steps`` refuses in one line (exit 3); after a
+  run the last line states the steps it added and its wall time, and a run that added none exits 3.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from agentrl_recipe.cli.configs.checks import check, resolved
 from agentrl_recipe.cli.configs.files import compose, find_file, locate
 from agentrl_recipe.cpu_task import inputs as cpu_inputs
 from agentrl_recipe.cpu_task.tiny_model import TinyModelSpec, build_tiny_model
+from agentrl_recipe.launcher import resume
 from agentrl_recipe.launcher.env import file_logger_env, platform_env, rl_env
 from agentrl_recipe.launcher.resume import resume_overrides, sft_export
 from agentrl_recipe.offline import vllm_server
@@ -68,6 +73,7 @@ SMOKE_CONFIG = "agentrl_rl_smoke"
 PAPER_LAYOUT_SMOKE_CONFIG = "agentrl_rl_smoke_paper_layout"
 SMOKE_STAGES = {"rl-smoke": SMOKE_CONFIG, "rl-smoke-paper-layout": PAPER_LAYOUT_SMOKE_CONFIG}
 SMOKE_DIR = Path("outputs/rl_smoke")
+NOTHING_TRAINED = 3  # exit status of a launch asked to train that trained no step (resumed at its target)
 
 # Keys holding file paths that Ray workers open; made absolute when they exist relative to the cwd or repo root.
 RL_PATH_KEYS = (
@@ -228,6 +234,7 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:  # resume.sft_export: MODEL= names a checkpoint folder without a usable export
         print(f"not launching: {exc}", file=sys.stderr)
         return 2
+    overrides += _variant_dir(name, overrides)
     report = check(name, overrides, strict_paths=not args.dry_run or args.stage in SMOKE_STAGES)
     if args.dry_run and report.kind != "?":
         _print_composed(name, overrides)
@@ -252,16 +259,35 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if not args.skip_preflight and not _preflight_passes(name, overrides, args.sandbox_url):
         return 2
+    cfg, _ = compose(name, overrides)
+    refusal = resume.nothing_to_train(cfg) if len(runs) == 1 else None
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return NOTHING_TRAINED
+    before = resume.saved_step(cfg)
     started = time.time()
     try:
         for command, env in runs:
             code = subprocess.call(command, env={**os.environ, **env})
             if code:
                 return code
-        return 0
     finally:
         if stage == "rl":
             _remove_vllm_leftovers(started)
+    line, trained = resume.trained_line(cfg, before, time.time() - started)
+    print(line, file=sys.stdout if trained else sys.stderr)
+    return 0 if trained else NOTHING_TRAINED
+
+
+def _variant_dir(name: str, overrides: list[str]) -> list[str]:
+    """An async variant's own checkpoint dir (resume.variant_dir_overrides), announced in one line."""
+    if resume.async_variant(overrides) is None:
+        return []
+    cfg, _ = compose(name, overrides)
+    extra, note = resume.variant_dir_overrides(cfg, overrides)
+    if note:
+        print(note)
+    return extra
 
 
 def _remove_vllm_leftovers(since: float) -> None:

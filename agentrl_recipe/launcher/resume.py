@@ -86,3 +86,80 @@ def sft_export(model: str) -> str:
             "checkpoint.save_contents including hf_model, or pass MODEL=<a global_step_N/huggingface>"
         )
     return str(export)
+
+
+# --- where a launch writes, and whether it trained: an async variant's own checkpoint dir, zero-step resumes ---
+
+ASYNC_GROUP = "recipe/async"  # verl_configs/recipe/async/<variant>.yaml, added with ARGS="+recipe/async=<variant>"
+DIR_KEY = "trainer.default_local_dir"
+
+
+def async_variant(overrides: list[str]) -> str | None:
+    """The ``recipe/async`` preset among the user's overrides (``+recipe/async=separate_async_cpu``), else None."""
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == ASYNC_GROUP and value:
+            return value
+    return None
+
+
+def variant_dir_overrides(cfg: Any, user_overrides: list[str]) -> tuple[list[str], str | None]:
+    """(overrides, a line saying why): an async variant writes to ``<default_local_dir>_<variant>``, so it never
+    resumes the sync run's checkpoints (verl's ``resume_mode: auto`` would, and train nothing). The user's own
+    ``trainer.default_local_dir`` stands."""
+    variant = async_variant(user_overrides)
+    if variant is None or _sets(user_overrides, DIR_KEY):
+        return [], None
+    directory = f"{str(cfg.trainer.default_local_dir).rstrip('/')}_{variant}"
+    note = f"{variant}: checkpoints in {directory} (its own; {DIR_KEY}=<dir> to choose another)"
+    return [f"{DIR_KEY}={directory}"], note
+
+
+def checkpoint_step(cfg: Any) -> int | None:
+    """The step verl would resume from with this config (:func:`resume_checkpoint`), or None for a fresh start."""
+    checkpoint = resume_checkpoint(cfg)
+    if checkpoint is None:
+        return None
+    try:
+        return int(Path(checkpoint).name.removeprefix("global_step_"))
+    except ValueError:
+        return None
+
+
+def nothing_to_train(cfg: Any) -> str | None:
+    """One line when the run would resume at or past ``trainer.total_training_steps`` (verl then trains zero steps
+    and exits 0), else None."""
+    step = checkpoint_step(cfg)
+    total = cfg.trainer.get("total_training_steps")
+    if step is None or total is None or step < int(total):
+        return None
+    return (
+        f"nothing to train: {resume_checkpoint(cfg)} is step {step} and trainer.total_training_steps={total}; "
+        f"raise trainer.total_training_steps, or {DIR_KEY}=<a new dir> for a fresh run"
+    )
+
+
+def saved_step(cfg: Any) -> int | None:
+    """The newest step saved in ``trainer.default_local_dir`` (verl's tracker file), whatever ``resume_mode`` says."""
+    root = Path(str(cfg.trainer.default_local_dir)).absolute()
+    try:
+        step = int((root / TRACKER).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return step if (root / f"global_step_{step}").is_dir() else None
+
+
+def trained_line(cfg: Any, before: int | None, elapsed_s: float) -> tuple[str, bool]:
+    """(the launch's last line, whether it trained): the steps this run added to its checkpoint dir (``before`` =
+    :func:`saved_step` at launch) and its wall time; a run that started from a checkpoint and added none did not do
+    what it was asked."""
+    after = saved_step(cfg)
+    took = f"{int(elapsed_s // 60)}m{int(elapsed_s % 60):02d}s"
+    if after is None:
+        return f"finished in {took} (no checkpoint saved: trainer.save_freq, {DIR_KEY})", True
+    if before is not None and after <= before:
+        return f"trained 0 steps: resumed at step {before} of {cfg.trainer.default_local_dir} and saved none", False
+    start = (before or 0) + 1
+    where = Path(str(cfg.trainer.default_local_dir)).absolute() / f"global_step_{after}"
+    count = after - start + 1
+    return f"trained steps {start}-{after} ({count} steps) in {took} (wall, start-up included): {where}", True
