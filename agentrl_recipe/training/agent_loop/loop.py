@@ -2,7 +2,7 @@
 
 The paper trains with verl's stock ``tool_agent`` loop (hermes format, ≤16 assistant and ≤16 user turns, one call
 per turn, tool output cut to 256 characters). This subclass keeps that loop — its state machine, Continuous-Token
-tokenization, masks and limits are verl's — and changes three things through its hooks:
+tokenization, masks and limits are verl's — and changes four things through its hooks:
 
 1. **Malformed tool calls get an answer instead of ending the trajectory.** verl's hermes parser drops a
    ``<tool_call>`` block whose JSON does not parse, and a turn with no parsed call ends the episode. Here every block
@@ -17,6 +17,11 @@ tokenization, masks and limits are verl's — and changes three things through i
    ``code_interpreter`` in stateful mode keys its interpreter state by ``agent_data.request_id``) is told when the
    trajectory that owned the state is over — verl creates and releases tool instances around every single call, so
    the tool cannot know, and with ``rollout.full_determinism`` request ids (``det-<priority>``) recur every step.
+
+4. **Tool output is text.** Every tool response's added-token strings (``<|im_end|>``, ``<|im_start|>``,
+   ``<tool_call>``, ...) are escaped before verl tokenizes the turn
+   (:mod:`~agentrl_recipe.training.agent_loop.tool_text`), so a program's output never puts special-token ids, a
+   forged turn boundary, into the context; in every mode.
 
 A *void turn* is an assistant turn the model ended (stop token) with neither a complete, valid tool call nor a final
 answer — SimpleTIR's "void turn". A final answer is a closed ``\\boxed{...}`` for math and GPQA rows, and a closed
@@ -48,6 +53,7 @@ from agentrl_recipe.training import log_filters, recipe_config, trace
 from agentrl_recipe.training.agent_loop.code_interpreter import RELEASED_TOOL_ERROR  # [code] an exception of any call
 from agentrl_recipe.training.agent_loop.render_cache import memoize_renders
 from agentrl_recipe.training.agent_loop.settings import SECTION, AgentLoopSettings
+from agentrl_recipe.training.agent_loop.tool_text import as_plain_text
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 from agentrl_recipe.training.agent_loop.turn_checks import (
     TOOL_CALL_BLOCK,
@@ -215,6 +221,15 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         return state
 
     async def _call_tool(
+        self, tool_call: FunctionCall, tools_kwargs: dict[str, Any], agent_data: AgentData
+    ) -> tuple[ToolResponse, float, dict]:
+        """The call's answer, its text escaped so that no added token of the template is parsed in it (tool_text)."""
+        response, reward, metrics = await self._answer_call(tool_call, tools_kwargs, agent_data)
+        if response.text:
+            response = response.model_copy(update={"text": as_plain_text(response.text, self._tok)})
+        return response, reward, metrics
+
+    async def _answer_call(
         self, tool_call: FunctionCall, tools_kwargs: dict[str, Any], agent_data: AgentData
     ) -> tuple[ToolResponse, float, dict]:
         if isinstance(tool_call, MalformedCall):
