@@ -12,6 +12,9 @@ a server already running (``--server-url``); ``hf`` the in-process HF model.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fnmatch
+import hashlib
 import json
 import shlex
 import sys
@@ -35,7 +38,42 @@ SERVER_LOG = "vllm_server.log"  # in the run folder
 
 
 def _default_out(model: str) -> str:
-    return str(Path("runs") / "eval" / (Path(model.rstrip("/")).name or "model"))
+    """``runs/eval/<the model path as one name>``: one folder per model path, since every verl export ends in
+    ``huggingface/`` (a long path keeps its last 4 parts and a hash of the whole)."""
+    path = Path(model.rstrip("/") or "model")
+    if path.exists():
+        path = path.resolve()
+        with contextlib.suppress(ValueError):
+            path = path.relative_to(Path.cwd())
+    parts = [part for part in path.parts if part not in ("/", ".", "..")] or ["model"]
+    name = "_".join(parts[-4:])
+    if len(parts) > 4:
+        name += "-" + hashlib.sha1(str(path).encode()).hexdigest()[:6]
+    return str(Path("runs") / "eval" / name)
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")  # what vLLM's and transformers' loaders read
+
+
+def check_weights(model: str) -> None:
+    """ValueError, one line, when ``--model`` is a local folder no server could load (no config.json or no weights):
+    before minutes of vLLM start-up end in a traceback. A hub id is left to the server."""
+    path = Path(model)
+    if not path.exists():
+        if path.is_absolute() or model.startswith(".") or len(path.parts) > 2:  # a path, not an org/name hub id
+            raise ValueError(f"--model {model}: no such folder")
+        return
+    if not path.is_dir():
+        raise ValueError(f"--model {model} is a file: pass the HF model folder (config.json + weights)")
+    files = sorted(p.name for p in path.iterdir())
+    weights = [name for pattern in WEIGHT_FILES for name in fnmatch.filter(files, pattern)]
+    missing = [what for what, ok in (("config.json", "config.json" in files), ("model weights", weights)) if not ok]
+    if missing:
+        raise ValueError(
+            f"--model {model} has no {' and no '.join(missing)} ({', '.join(WEIGHT_FILES)}; it holds: "
+            f"{', '.join(files) or 'nothing'}): a verl checkpoint's huggingface/ folder holds weights only when "
+            "checkpoint.save_contents includes hf_model (the CPU and demo configs save it)"
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run = sub.add_parser("run", help="roll out, grade and report (resumes from --out)")
     run.add_argument("--model", required=True, help="HF model dir or hub id (tokenizer; weights for --backend hf)")
     run.add_argument("--data", required=True, nargs="+", help="eval parquet file(s) or folder(s); comma lists work")
-    run.add_argument("--out", help="run folder (default runs/eval/<model name>); reuse it to resume")
+    run.add_argument("--out", help="run folder (default runs/eval/<the model path as a name>); reuse it to resume")
     run.add_argument("--label", help="row name in tables (default: the model)")
     run.add_argument(
         "--backend",
@@ -172,6 +210,8 @@ def server_spec(args: argparse.Namespace) -> VllmServerSpec:
 
 
 def _run(args: argparse.Namespace) -> dict:
+    if args.backend != "openai":  # the model is loaded here or by the server started here
+        check_weights(args.model)
     if args.backend != MANAGED_BACKEND:
         return run_eval(config_from_args(args), show_progress=not args.no_progress)
     spec = server_spec(args)

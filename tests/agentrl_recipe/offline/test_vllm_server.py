@@ -97,17 +97,30 @@ def test_the_build_comes_from_the_installed_distribution(
             VllmServerSpec(model="m", max_model_len=8)
 
 
-def test_a_server_that_exits_fails_with_its_log_tail(tmp_path: Path) -> None:
-    script = "import sys; print('ValueError: head size 16 is not supported', flush=True); sys.exit(3)"
-    spec = ScriptedSpec(model="m", max_model_len=8, build="vllm", log_path=tmp_path / "s.log", script=script)
+def test_a_server_that_exits_fails_with_its_root_cause_line(tmp_path: Path) -> None:
+    # what vLLM logs when a folder has no weights: the engine core's error, then the API server's wrapper traceback
+    core = "(EngineCore_DP0 pid=11) ERROR 12-06 03:24:16 [core.py:708]"
+    log = [
+        f"{core} EngineCore failed to start.",
+        f"{core} Traceback (most recent call last):",
+        f"{core} RuntimeError: Cannot find any model weights with `/m`",
+        "Traceback (most recent call last):",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    spec_log = tmp_path / "s.log"
+    spec_log.write_text("RuntimeError: an earlier launch's error, appended to the same log\n")
+    script = f"import sys; print({chr(10).join(log)!r}, flush=True); sys.exit(3)"
+    spec = ScriptedSpec(model="m", max_model_len=8, build="vllm", log_path=spec_log, script=script)
     server = VllmServer(spec)
     with pytest.raises(VllmServerError) as err:
         server.start()
-    first, *tail = str(err.value).splitlines()
-    what = f"vLLM server for m on port {spec.port} exited with code 3 before it was ready"
-    assert first == f"{what}; last lines of {spec.log_path}:"
-    assert tail == ["ValueError: head size 16 is not supported"]
+    assert str(err.value) == (
+        f"vLLM server for m on port {spec.port} exited with code 3 before it was ready: "
+        f"RuntimeError: Cannot find any model weights with `/m` (log: {spec_log})"
+    )
     assert server.proc is None
+    assert vllm_server.root_cause("") == "(the server log is empty)"
+    assert vllm_server.root_cause("starting\nkilled\n") == "killed"  # no exception line: the last line
 
 
 def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) -> None:
@@ -115,7 +128,9 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) ->
     spec = ScriptedSpec(
         model="m", max_model_len=8, build="vllm", log_path=tmp_path / "s.log", start_timeout_s=1.0, script=script
     )
-    with pytest.raises(VllmServerError, match=r"did not answer /health within 1 s; last lines of .*\nloading weights"):
+    with pytest.raises(
+        VllmServerError, match=r"did not answer /health within 1 s: loading weights \d+ \(log: .*s\.log\)$"
+    ):
         VllmServer(spec).start()
     pid = int(spec.log_path.read_text().split()[-1])
     assert not group_alive(pid)  # stopped on the way out
