@@ -54,7 +54,8 @@ BEHAVIOUR_ROWS = (
     Row(
         "resolved:large_output",
         "–",
-        "a stream over 196,608 bytes: SandboxFusion's timeout (runners/base.py:85), `no stdout here`",
+        "a stream over 131,072 bytes (its server's Python 3.11; 262,144 on 3.10): SandboxFusion's timeout "
+        "(runners/base.py:85), `no stdout here`",
         "verl/tools/sandbox_fusion_tools.py:184",
         "timeout",
         "the tool's large_output; _fixed: keep (verl cuts it to 256 characters)",

@@ -7,7 +7,8 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | behaviour key | open_agentrl (released code) | agentrl (ours) |
 | --- | --- | --- |
 | ``reward.reward_kwargs.tool_bonus`` | ``released``: every wrong answer −1.1 | ``paper``: Eq. 8's bonus |
-| ``reward.reward_kwargs.tool_bonus_count`` | ``turns``: (num_turns − 2)/2 | ``tool_calls``: executed calls only |
+| ``reward.reward_kwargs.tool_bonus_count`` | ``turns``: (num_turns − 2)/2 | ``tool_calls``: calls that ran |
+| ``reward.reward_kwargs.answer_source`` | ``response``: the whole response | ``final_turn``: the model's last turn |
 | ``reward.reward_kwargs.code_rules`` | ``open_agentrl``: rewards/code_released.py | ``lcb``: LiveCodeBench's rules |
 | ``reward.reward_kwargs.code_timeout_s_per_test`` | 30 s, tests concurrent | 6 s (LCB) |
 | ``reward.reward_kwargs.code_total_timeout_s`` | none (tests run at once) | 60 s |
@@ -18,7 +19,7 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | ``reward.reward_kwargs.leetcode_tests`` | ``asserts``: LeetCode asserts run | ``call``: the rebuilt mix's conversion |
 | ``agentrl.agent_loop.tool_turn_newline`` | false: ``<|im_end|><|im_start|>user`` | true: verl 0.9.1's ``\\n`` |
 | ``agentrl.agent_loop.error_text`` + tool ``error_text`` | ``released``: ``Error when executing tool`` | ``explain`` |
-| tool ``large_output`` | ``timeout``: over 196,608 bytes a stream = a timeout | ``keep``: returned (cut by verl) |
+| tool ``large_output`` | ``timeout``: over 131,072 bytes a stream = a timeout | ``keep``: returned (cut by verl) |
 | ``actor_rollout_ref.actor.policy_loss.token_mean_scope`` | ``micro_batch``: × its sequences | ``mini_batch`` (verl) |
 | ``data.agentrl.prompt_filter_counts_tools`` | false: the prompt alone | true: prompt + tool schemas (verl) |
 """
@@ -33,6 +34,7 @@ DEFAULT_MODE = "agentrl"  # a config without agentrl.compat gets the plugin's ow
 DEFAULTS: dict[str, dict[str, Any]] = {
     "tool_bonus": {"open_agentrl": "released", "agentrl": "paper"},
     "tool_bonus_count": {"open_agentrl": "turns", "agentrl": "tool_calls"},
+    "answer_source": {"open_agentrl": "response", "agentrl": "final_turn"},
     "code_rules": {"open_agentrl": "open_agentrl", "agentrl": "lcb"},
     "code_timeout_s_per_test": {"open_agentrl": 30.0, "agentrl": 6.0},
     "code_total_timeout_s": {"open_agentrl": None, "agentrl": 60.0},

@@ -61,10 +61,18 @@ ERROR_TEXTS = ("released", "explain")
 LARGE_OUTPUTS = ("timeout", "keep")
 RELEASED_NO_OUTPUT = "no stdout here"  # [code] verl/tools/sandbox_fusion_tools.py, verbatim
 RELEASED_TOOL_ERROR = "Error when executing tool: "  # [code] verl 0.5 tool_agent_loop.py:239-243
-# SandboxFusion waits for the program to exit before it reads its pipes (sandbox/runners/base.py:85): a stream over
-# what the pipe (64 KiB) and asyncio's paused StreamReader (128 KiB) hold blocks the program until the run's timeout
-# (TimeLimitExceeded, then the released tool's "no stdout here"). Measured: 200 KB and 10 MB -> TLE, 196,608 kept.
-SANDBOX_FUSION_PIPE_BYTES = 196_608
+# SandboxFusion awaits the program's exit (sandbox/runners/base.py:85) and reads its pipes after. asyncio's
+# StreamReader stops reading a pipe once it holds over 2 x 64 KiB, and from Python 3.11 on Process.wait() returns
+# only when every pipe reached EOF: a stream over 131,072 bytes hangs the call until the run's timeout
+# (TimeLimitExceeded, then the released tool's "no stdout here"). On a 3.10 server wait() returns at the exit and the
+# program blocks only once the pipe (64 KiB) is full too: up to 262,144 bytes finish (one write; fewer with many
+# small writes, 228,933 with 1 KiB ones). SandboxFusion's server runs Python 3.11 (pyproject `python = "^3.11"`,
+# scripts/Dockerfile.base: miniconda 3.11). Measured with our own minimal copy of the pattern (create_subprocess_shell,
+# wait_for(p.wait()), then read): the largest stream that finished was 131,072 bytes on 3.11.2, 3.11.7 and 3.12.1,
+# 262,144 on 3.10.13. After the timeout the reply carries what the reader held: 196,608 bytes.
+SANDBOX_FUSION_FINISH_BYTES = {"3.10": 262_144, "3.11": 131_072}  # by the server's Python (3.12+: as 3.11)
+SANDBOX_FUSION_PIPE_BYTES = SANDBOX_FUSION_FINISH_BYTES["3.11"]  # the released server's
+SANDBOX_FUSION_KEPT_BYTES = 196_608  # what get_output_non_blocking read back after a timeout (3 reads of 64 KiB)
 _RELEASED_FENCE_CALL = re.compile(r"```python(.*?)```", re.DOTALL)  # [code] reward.py:42, findall on the argument
 
 DEFAULT_SCHEMA = {
@@ -99,9 +107,12 @@ class CodeInterpreterConfig:
     # null = from compat. "released" (open_agentrl, [code]): a missing `code` answers "Error when executing tool:
     # 'code'" (the KeyError's text), a non-string one the TypeError's, empty code runs (""). "explain" (agentrl).
     error_text: str | None = None
-    # null = from compat. "timeout" (open_agentrl, [code] on SandboxFusion): stdout or stderr over 196,608 bytes is a
+    # null = from compat. "timeout" (open_agentrl, [code] on SandboxFusion): stdout or stderr over 131,072 bytes is a
     # timeout ("no stdout here"). "keep" (agentrl): the output is returned (verl cuts it to 256 characters).
     large_output: str | None = None
+    # large_output timeout: the Python of the SandboxFusion server being reproduced, "3.11" (the released server's:
+    # over 131,072 bytes) or "3.10" (over 262,144). See SANDBOX_FUSION_FINISH_BYTES.
+    large_output_server_python: str = "3.11"
     stateful: bool = False  # keep interpreter state per trajectory (paper: no)
     max_sessions: int = 1024  # stateful: trajectories remembered per worker (LRU)
     session_ttl_s: float = 1800.0  # stateful: forget a trajectory idle this long
@@ -129,6 +140,11 @@ class CodeInterpreterTool(BaseTool):
         s = self.settings
         if s.timeout_s <= 0 or s.memory_mb <= 0 or s.max_concurrency < 1:
             raise ValueError(f"{names.TOOL_NAME}: timeout_s, memory_mb and max_concurrency must be positive")
+        if s.large_output_server_python not in SANDBOX_FUSION_FINISH_BYTES:
+            raise ValueError(
+                f"{names.TOOL_NAME}: large_output_server_python must be one of {sorted(SANDBOX_FUSION_FINISH_BYTES)}, "
+                f"got {s.large_output_server_python!r}"
+            )
         self._sandbox: Sandbox | None = None
         self.use_recipe(recipe_config.standalone())
         self._sem = asyncio.Semaphore(s.max_concurrency)
@@ -208,7 +224,8 @@ class CodeInterpreterTool(BaseTool):
         if res.infra_error:
             logger.warning("%s: sandbox infra_error: %s", names.TOOL_NAME, res.message)
         if self.large_output == "timeout":
-            res = sandbox_fusion_pipe_limit(res, self.settings.timeout_s)
+            finish_bytes = SANDBOX_FUSION_FINISH_BYTES[self.settings.large_output_server_python]
+            res = sandbox_fusion_pipe_limit(res, self.settings.timeout_s, finish_bytes)
         if self.failure_reply == "no_stdout":
             return ToolResponse(text=format_result_released(res)), 0.0, metrics
         return ToolResponse(text=format_result(res, self.settings.timeout_s, self.settings.memory_mb)), 0.0, metrics
@@ -265,22 +282,24 @@ def released_argument(parameters: Any) -> tuple[str | None, str | None]:
     return code, None
 
 
-def sandbox_fusion_pipe_limit(res: ExecResult, timeout_s: float) -> ExecResult:
-    """``res`` as SandboxFusion returned it: a stream over :data:`SANDBOX_FUSION_PIPE_BYTES` blocked the program until
-    the timeout (the wait is not reproduced: the result is)."""
+def sandbox_fusion_pipe_limit(
+    res: ExecResult, timeout_s: float, finish_bytes: int = SANDBOX_FUSION_PIPE_BYTES
+) -> ExecResult:
+    """``res`` as SandboxFusion returned it: a stream over ``finish_bytes`` hung the call until the timeout (the wait
+    is not reproduced: the result is), and the reply kept :data:`SANDBOX_FUSION_KEPT_BYTES` of each stream."""
     if res.status in ("timeout", "infra_error", "too_large"):  # it never finished, or never ran
         return res
     sizes = (len(stream.encode("utf-8", "surrogateescape")) for stream in (res.stdout, res.stderr))
-    if res.status != "output_truncated" and max(sizes) <= SANDBOX_FUSION_PIPE_BYTES:
+    if res.status != "output_truncated" and max(sizes) <= finish_bytes:
         return res
-    keep = SANDBOX_FUSION_PIPE_BYTES
+    keep = SANDBOX_FUSION_KEPT_BYTES
     return dataclasses.replace(
         res,
         status="timeout",
         stdout=res.stdout.encode("utf-8", "surrogateescape")[:keep].decode("utf-8", "replace"),
         stderr=res.stderr.encode("utf-8", "surrogateescape")[:keep].decode("utf-8", "replace"),
         exit_code=None,
-        message=f"output over {keep} bytes: on SandboxFusion the run blocked until its {timeout_s:g} s timeout",
+        message=f"output over {finish_bytes} bytes: on SandboxFusion the run blocked until its {timeout_s:g} s timeout",
     )
 
 

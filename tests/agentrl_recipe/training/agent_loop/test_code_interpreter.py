@@ -49,7 +49,8 @@ def test_yaml_matches_the_paper_and_every_key_is_known():
     assert spec["class_name"] == names.TOOL_CLASS
     cfg = CodeInterpreterConfig(**spec["config"])  # unknown keys would raise
     assert (cfg.timeout_s, cfg.memory_mb, cfg.max_concurrency, cfg.global_max_concurrency) == (30, 2048, 128, 128)
-    assert cfg.stateful is False and cfg.auto_print is None and cfg.failure_reply is None and cfg.compat is None
+    assert cfg.stateful is False and cfg.auto_print is None and cfg.failure_reply is None
+    assert cfg.large_output_server_python == "3.11"  # the released SandboxFusion server's Python
     fn = spec["tool_schema"]["function"]
     assert fn["name"] == names.TOOL_NAME == "code_interpreter"
     assert fn["parameters"]["required"] == ["code"]

@@ -9,6 +9,7 @@ import types
 import pytest
 
 from agentrl_recipe.training.agent_loop.code_interpreter import (
+    SANDBOX_FUSION_FINISH_BYTES,
     SANDBOX_FUSION_PIPE_BYTES,
     CodeInterpreterTool,
     format_result_released,
@@ -120,7 +121,9 @@ BIG = "print('x' * 200_000)"  # 200,001 bytes: over what SandboxFusion's pipes h
 def test_large_stdout_was_a_timeout_on_sandbox_fusion(released, pool) -> None:
     assert released.large_output == "timeout"
     assert run(released, BIG) == "no stdout here"
-    assert run(released, "print('x' * 196_607)") == "x" * 196_607 + "\n"  # 196,608 bytes: the last that fit
+    assert run(released, "print('x' * 131_071)") == "x" * 131_071 + "\n"  # 131,072 bytes: the last that finished
+    assert run(released, "print('x' * 131_072)") == "no stdout here"  # 131,073 bytes: SandboxFusion's timeout
+    assert run(released, "import sys\nsys.stderr.write('e' * 131_073)") == "no stdout here"  # either stream
     ours = CodeInterpreterTool({"global_max_concurrency": None, "timeout_s": 2})
     ours._sandbox = pool
     assert ours.large_output == "keep" and run(ours, BIG) == "x" * 200_000 + "\n"  # verl cuts it to 256 characters
@@ -128,12 +131,29 @@ def test_large_stdout_was_a_timeout_on_sandbox_fusion(released, pool) -> None:
 
 def test_sandbox_fusion_pipe_limit_keeps_what_it_held() -> None:
     res = sandbox_fusion_pipe_limit(ExecResult("ok", stdout="é" * 100_000, exit_code=0), 30.0)  # 200,000 bytes
-    assert res.status == "timeout" and res.exit_code is None and len(res.stdout.encode()) == SANDBOX_FUSION_PIPE_BYTES
-    assert "30 s timeout" in res.message
+    assert res.status == "timeout" and res.exit_code is None and len(res.stdout.encode()) == 196_608
+    assert "131072 bytes" in res.message and "30 s timeout" in res.message
     assert sandbox_fusion_pipe_limit(ExecResult("output_truncated", stdout="x"), 30.0).status == "timeout"
     small = ExecResult("runtime_error", stderr="e" * SANDBOX_FUSION_PIPE_BYTES, exit_code=1)
     assert sandbox_fusion_pipe_limit(small, 30.0) is small
     assert sandbox_fusion_pipe_limit(ExecResult.infra("down"), 30.0).status == "infra_error"
+
+
+@pytest.mark.parametrize(
+    ("server_python", "finishes", "times_out"), [("3.11", 131_072, 131_073), ("3.10", 262_144, 262_145)]
+)
+def test_the_threshold_follows_the_servers_python(server_python: str, finishes: int, times_out: int) -> None:
+    """Issue 45 item 4, measured with our own copy of SandboxFusion's wait-then-read (see SANDBOX_FUSION_FINISH_BYTES):
+    the released server (Python 3.11) finished a 131,072-byte stream and timed out on 131,073; a 3.10 server 262,144."""
+    assert SANDBOX_FUSION_FINISH_BYTES[server_python] == finishes
+    ok = ExecResult("ok", stdout="x" * finishes, exit_code=0)
+    assert sandbox_fusion_pipe_limit(ok, 30.0, finishes) is ok
+    over = sandbox_fusion_pipe_limit(ExecResult("ok", stdout="x" * times_out, exit_code=0), 30.0, finishes)
+    assert over.status == "timeout" and format_result_released(over) == "no stdout here"
+    tool = CodeInterpreterTool({"large_output_server_python": server_python})
+    assert tool.settings.large_output_server_python == server_python
+    with pytest.raises(ValueError, match="large_output_server_python"):
+        CodeInterpreterTool({"large_output_server_python": "3.9"})
 
 
 def test_error_text_and_large_output_resolution() -> None:
