@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 
-from verl_cpu import names, skip_hccl_engine, vllm_dist_alias, vllm_reloadable_weights, weight_sender_timeout
+from verl_cpu import names, quiet, skip_hccl_engine, vllm_dist_alias, vllm_reloadable_weights, weight_sender_timeout
 
 logger = logging.getLogger("verl_cpu")
 DISABLE_ENV = "VERL_CPU_DISABLE"
@@ -87,6 +87,8 @@ def register_all() -> dict[str, str]:
     if os.environ.get(DISABLE_ENV, "").strip() in ("1", "true", "yes"):
         return {}
     try:
+        if names.cpu_platform_selected():  # before verl's engines are imported: their warnings mean nothing on CPU
+            quiet.install()
         _fix_vllm_rollout()
         _register_cpu_platform()
         _register_rollout_replica()

@@ -31,6 +31,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("agentrl_recipe.cli.view", "see the rollouts: a trajectory viewer page for a training run or an eval"),
 }
 
+# The subcommands that import verl anyway (seconds): they get verl_cpu.quiet.prefer_cpu_platform.
+VERL_COMMANDS = frozenset({"configs", "preflight", "eval"})
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentrl-recipe", description=__doc__.splitlines()[0])
@@ -49,6 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     name, rest = argv[0], argv[1:]
+    if name in VERL_COMMANDS:  # before verl's first device query: no "falling back to nvidia" on a CPU host
+        from verl_cpu import quiet
+
+        quiet.prefer_cpu_platform()
     module_name, help_text = COMMANDS[name]
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"agentrl-recipe {name}", description=help_text)

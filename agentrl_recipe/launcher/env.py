@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from agentrl_recipe import names
 from agentrl_recipe.training import recipe_config as agentrl_config
 from agentrl_sandbox.config import (
@@ -27,9 +29,19 @@ PLUGIN_MODULE = "agentrl_recipe.plugin"
 FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT")
 
 
+TQ_THREADS_ENV = "TQ_NUM_THREADS"  # transfer_queue's torch threads per put/get (default 8)
+
+
 def platform_env(cfg: Any) -> dict[str, str]:
-    """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere."""
-    return {cpu_names.PLATFORM_ENV: cpu_names.PLATFORM} if str(cfg.trainer.get("device", "")) == "cpu" else {}
+    """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere; and
+    TransferQueue's threads capped at the host's physical cores (its default 8 on a 2-core host logs "target_num_threads
+    8 should not exceed total physical CPU cores" at every put and get)."""
+    if str(cfg.trainer.get("device", "")) != "cpu":
+        return {}
+    env = {cpu_names.PLATFORM_ENV: cpu_names.PLATFORM}
+    if not os.environ.get(TQ_THREADS_ENV):
+        env[TQ_THREADS_ENV] = str(min(8, psutil.cpu_count(logical=False) or 1))
+    return env
 
 
 def file_logger_env(cfg: Any) -> dict[str, str]:

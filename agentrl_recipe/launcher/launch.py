@@ -45,7 +45,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -59,7 +58,7 @@ from agentrl_recipe.cli.configs.checks import check, resolved
 from agentrl_recipe.cli.configs.files import compose, find_file, locate
 from agentrl_recipe.cpu_task import inputs as cpu_inputs
 from agentrl_recipe.cpu_task.tiny_model import TinyModelSpec, build_tiny_model
-from agentrl_recipe.launcher import resume
+from agentrl_recipe.launcher import log_stream, resume
 from agentrl_recipe.launcher.env import file_logger_env, platform_env, rl_env
 from agentrl_recipe.launcher.resume import resume_overrides, sft_export
 from agentrl_recipe.offline import vllm_server
@@ -67,6 +66,8 @@ from agentrl_recipe.training import recipe_config as agentrl_config
 from agentrl_sandbox.config import ENV_SANDBOX_URL
 from agentrl_sandbox.runtime_env import ENV_SANDBOX_PYTHON
 from data_prep.files import atomic_write_parquet
+from verl_cpu import names as cpu_names
+from verl_cpu import quiet
 
 SMOKE_CONFIG = "agentrl_rl_smoke"
 # The paper's layout on the tiny model (8 GPUs): step 1 with a checkpoint, then a second launch resuming from it.
@@ -217,6 +218,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="RL: keep trainer.val_before_train when the run resumes (VAL_ON_RESUME=1; default: skip it on resume)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the trainer's whole output: verl's config dump and every repeated warning (VERBOSE=1; "
+        "otherwise they are in <checkpoint dir>/launch.log)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print config, check report and command; run nothing")
     parser.add_argument(
         "--skip-preflight",
@@ -249,6 +256,8 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:  # launch_env.sandbox_token_env: a literal token in the config
             print(f"not launching: {exc}", file=sys.stderr)
             return 2
+        if runs and runs[0][1].get(cpu_names.PLATFORM_ENV) == cpu_names.PLATFORM:
+            print(f"platform: {cpu_names.PLATFORM} in every process (trainer.device: cpu; verl on CPU: docs/cpu.md)")
         for command, env in runs:
             env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
             print("command:", (env_prefix + " " if env_prefix else "") + shlex.join(command))
@@ -266,9 +275,10 @@ def main(args: argparse.Namespace) -> int:
         return NOTHING_TRAINED
     before = resume.saved_step(cfg)
     started = time.time()
+    run_dir = Path(str(cfg.trainer.default_local_dir)).absolute()
     try:
         for command, env in runs:
-            code = subprocess.call(command, env={**os.environ, **env})
+            code = log_stream.run(command, {**os.environ, **env}, run_dir, raw=args.verbose)
             if code:
                 return code
     finally:
@@ -383,7 +393,9 @@ def cli(argv: Sequence[str] | None = None) -> int:
         prog="python -m agentrl_recipe.launcher.launch", description=__doc__.splitlines()[0]
     )
     add_arguments(parser)
-    return main(parser.parse_intermixed_args(argv))  # options may follow the hydra overrides
+    args = parser.parse_intermixed_args(argv)
+    quiet.prefer_cpu_platform()  # this process only reads configs: no "falling back to nvidia" on a CPU host
+    return main(args)  # options may follow the hydra overrides
 
 
 if __name__ == "__main__":

@@ -11,13 +11,15 @@ Finding and composing the configs is :mod:`.files`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 from pathlib import Path
 
 from omegaconf import OmegaConf
+from tqdm import tqdm
 
-from agentrl_recipe.cli.configs.checks import check
+from agentrl_recipe.cli.configs.checks import CheckReport, Problem, check
 from agentrl_recipe.cli.configs.files import compose, kind_of_file, list_configs, locate
 from agentrl_recipe.config_paths import config_dir
 from agentrl_recipe.training import recipe_config as agentrl_config
@@ -59,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     chk.add_argument("-o", "--override", action="append", default=[], help="hydra override key=value (repeatable)")
     chk.add_argument("--strict-paths", action="store_true", help="missing data files / checkpoints are errors")
     chk.add_argument("--allow", action="append", default=[], help="a key prefix to accept unchecked (repeatable)")
+    chk.add_argument("-v", "--verbose", action="store_true", help="list every path that does not exist yet")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -95,11 +98,37 @@ def _cp_main(args: argparse.Namespace) -> int:
 
 def _check_main(args: argparse.Namespace) -> int:
     targets = args.configs or [name for name, _, _ in list_configs()]
-    failed = 0
-    for target in targets:
-        report = check(target, args.override, strict_paths=args.strict_paths, allow=args.allow)
-        print(report.format())
-        failed += not report.ok
-    if len(targets) > 1:
-        print(f"{len(targets) - failed}/{len(targets)} configs pass")
-    return 1 if failed else 0
+    reports = [
+        check(target, args.override, strict_paths=args.strict_paths, allow=args.allow)
+        for target in tqdm(targets, desc="configs check", unit="config", disable=len(targets) < 3, leave=False)
+    ]
+    not_yet = sum(_not_yet(p) for r in reports for p in r.warnings)
+    passed = sum(r.ok for r in reports)
+    if len(targets) > 1:  # the summary first: what the reader came for
+        print(
+            f"{passed}/{len(targets)} configs pass" + (f"; {_not_yet_line(not_yet, args.verbose)}" if not_yet else "")
+        )
+    for report in reports:
+        print(_format(report, verbose=args.verbose))
+    if len(targets) == 1 and not_yet:
+        print(f"  {_not_yet_line(not_yet, args.verbose)}")
+    return 0 if passed == len(reports) else 1
+
+
+NOT_YET = "does not exist yet"  # checks.py: a data file or checkpoint a run (or make data-*) makes; --strict-paths
+
+
+def _not_yet(problem: Problem) -> bool:
+    return problem.message.endswith(NOT_YET)
+
+
+def _not_yet_line(count: int, verbose: bool) -> str:
+    listed = "listed" if verbose else "-v lists them"
+    return f"{count} warning(s): a data file or checkpoint that {NOT_YET} (a run or make data-* makes it; {listed})"
+
+
+def _format(report: CheckReport, *, verbose: bool) -> str:
+    """The report, with its "does not exist yet" warnings only when ``verbose`` (counted in one line otherwise)."""
+    if verbose:
+        return report.format()
+    return dataclasses.replace(report, warnings=[p for p in report.warnings if not _not_yet(p)]).format()

@@ -121,7 +121,7 @@ def test_a_launch_resuming_at_its_target_refuses_in_one_line(tmp_path: Path, cap
     done = tmp_path / "rl_checkpoints"
     save(done, 4)  # agentrl_rl_cpu: total_training_steps 4
     started = []
-    monkeypatch.setattr(launch.subprocess, "call", lambda *a, **k: started.append(a) or 0)
+    monkeypatch.setattr(launch.log_stream, "run", lambda *a, **k: started.append(a) or 0)
     argv = ["rl", "--config", "agentrl_rl_cpu", *_launch_inputs(tmp_path), f"trainer.default_local_dir={done}"]
     assert launch.main(_args(*argv)) == launch.NOTHING_TRAINED
     assert started == []  # nothing started: minutes of Ray and vLLM for zero steps
@@ -136,7 +136,7 @@ def test_the_last_line_states_the_steps_trained_or_fails(tmp_path: Path, capsys,
     ckpt = tmp_path / "rl_checkpoints"
     save(ckpt, 2)
     argv = ["rl", "--config", "agentrl_rl_cpu", *_launch_inputs(tmp_path), f"trainer.default_local_dir={ckpt}"]
-    monkeypatch.setattr(launch.subprocess, "call", lambda *a, **k: 0)  # verl exits 0 having saved nothing
+    monkeypatch.setattr(launch.log_stream, "run", lambda *a, **k: 0)  # verl exits 0 having saved nothing
     assert launch.main(_args(*argv)) == launch.NOTHING_TRAINED
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"trained 0 steps: resumed at step 2 of {ckpt} and saved none"
@@ -147,7 +147,7 @@ def test_the_last_line_states_the_steps_trained_or_fails(tmp_path: Path, capsys,
         (ckpt / "latest_checkpointed_iteration.txt").write_text("4")
         return 0
 
-    monkeypatch.setattr(launch.subprocess, "call", trains_to_4)
+    monkeypatch.setattr(launch.log_stream, "run", trains_to_4)
     assert launch.main(_args(*argv)) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("trained steps 3-4 (2 steps) in 0m0") and last.endswith(f"{ckpt}/global_step_4")

@@ -46,7 +46,7 @@ def test_check_exits_non_zero_on_a_broken_config(tmp_path: Path, capsys: pytest.
     out = capsys.readouterr().out
     assert "  error   model.partial_pretrain: legacy key that verl 0.9.1 ignores; use model.path" in out
     assert "FAIL nosuch_config (?)\n  error   cannot compose: no config 'nosuch_config'" in out
-    assert out.rstrip().endswith("0/2 configs pass")
+    assert out.startswith("0/2 configs pass\n")  # the summary first
     assert run(["check", "agentrl_sft_cpu", "-o", "+trainer.mine=1", "--allow", "trainer.mine"]) == 0
 
 
@@ -55,3 +55,20 @@ def test_the_command_module_holds_the_command_only() -> None:
     for name in ("add_arguments", "main", "copy_config"):
         assert getattr(configs, name).__module__ == configs.__name__, name
     assert not hasattr(configs, "__all__") and not hasattr(configs, "_registries")
+
+
+def test_check_counts_the_paths_not_made_yet_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: the summary first, then each config; "does not exist yet" warnings counted, listed with -v."""
+    missing = "-o", "data.train_files=/nonexistent/a.parquet", "-o", "data.val_files=/nonexistent/b.parquet"
+    assert run(["check", *missing, "agentrl_sft_cpu", "agentrl_sft_cpu"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        out[0].startswith("2/2 configs pass; ")
+        and "warning(s): a data file or checkpoint that does not exist" in out[0]
+    )
+    assert out[0].endswith("-v lists them)")
+    assert out[1:] == ["OK agentrl_sft_cpu (sft)", "OK agentrl_sft_cpu (sft)"]
+    count = int(out[0].split("; ")[1].split()[0])
+    assert run(["check", "-v", *missing, "agentrl_sft_cpu", "agentrl_sft_cpu"]) == 0
+    listed = [x for x in capsys.readouterr().out.splitlines() if x.endswith("does not exist yet")]
+    assert len(listed) == count >= 4 and any("/nonexistent/a.parquet" in x for x in listed)

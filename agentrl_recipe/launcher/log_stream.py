@@ -1,0 +1,156 @@
+"""What a launch shows of its trainer's output: every line, except verl's config dump and the repeats of a warning.
+
+verl's ``main_ppo`` pprints the whole composed config (~1,000 lines for the CPU config) and its SFT trainer prints it
+as one line of ~20,000 characters; each Ray worker repeats the same library warnings. The launcher passes the
+trainer's output through :class:`LogStream`: the config dump goes to ``verl_config.txt`` (one line says where), a
+warning is shown the first time and its repeats are counted (one line at the end), and everything else — every ERROR,
+traceback and exception line, progress bars as they move — is shown as it comes. The unfiltered output is written to
+``launch.log`` next to them; ``VERBOSE=1`` (``--verbose``) shows it all on the terminal instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import BinaryIO
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Ray's prefix on a worker's line: "(TaskRunner pid=123)", "(WorkerDict pid=9, ip=10.0.0.1)"
+RAY_PREFIX = re.compile(r"^\((?P<who>[^()]*?)(?: pid=\d+)?(?:, ip=[^()]*)?\)\s?")
+WARNING = re.compile(r"\bWARNING\b|\bWARN\b|Warning: |\bwarning\b")
+ERROR = re.compile(
+    r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|Traceback \(most recent call last\)|^\s*[A-Z]\w*(Error|Exception)\b"
+)
+TIMES_AND_NUMBERS = re.compile(r"\d+")
+CONFIG_DUMP_START = "{'"  # pprint / print of a DictConfig: {'actor_rollout_ref': {...
+CONFIG_DUMP_MIN_CHARS = 2000  # a short dict on its own line is output, not a dump
+LOG_FILE = "launch.log"
+CONFIG_FILE = "verl_config.txt"
+
+
+def split_prefix(text: str) -> tuple[str, str]:
+    """(the Ray worker's name or "", the line's content) of one output line."""
+    plain = ANSI.sub("", text)
+    found = RAY_PREFIX.match(plain)
+    return (found.group("who"), plain[found.end() :]) if found else ("", plain)
+
+
+def is_error(content: str) -> bool:
+    return bool(ERROR.search(content))
+
+
+def warning_key(content: str) -> str | None:
+    """What two copies of one warning share (numbers, pids and times removed); None for a line that is no warning or
+    that reports an error (never hidden)."""
+    if is_error(content) or not WARNING.search(content):
+        return None
+    return TIMES_AND_NUMBERS.sub("#", content).strip()
+
+
+class LogStream:
+    """Filters a trainer's output line by line (:meth:`feed`), writing what it shows to ``out``."""
+
+    def __init__(self, out_dir: Path, out: BinaryIO, *, raw: bool = False) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = out_dir / CONFIG_FILE
+        self.log_path = out_dir / LOG_FILE
+        self.out = out
+        self.raw = raw
+        self.seen: set[str] = set()
+        self.repeats: Counter[str] = Counter()
+        self._log = open(self.log_path, "ab")  # noqa: SIM115  # closed by close()
+        self._pending = b""
+        self._shown = 0  # bytes of the pending line already shown (a progress bar's \r updates)
+        self._dump: list[str] = []  # the config dump being collected
+        self._dump_who: str | None = None
+        self._dropped_last = False  # the last line was a hidden repeat: its indented continuation goes too
+
+    def feed(self, chunk: bytes) -> None:
+        self._log.write(chunk)
+        if self.raw:
+            self._write(chunk)
+            return
+        self._pending += chunk
+        while b"\n" in self._pending:
+            line, self._pending = self._pending.split(b"\n", 1)
+            shown, self._shown = self._shown, 0
+            self._line(line, shown)
+        last_cr = self._pending.rfind(b"\r")
+        if last_cr >= self._shown and not self._dump_who:  # a progress bar moving: show it now
+            self._write(self._pending[self._shown : last_cr + 1])
+            self._shown = last_cr + 1
+
+    def _line(self, line: bytes, shown: int) -> None:
+        head, _, tail = line[shown:].rpartition(b"\r")
+        text = tail.decode(errors="replace")
+        who, content = split_prefix(text)
+        if self._dump_who is not None:
+            if who == self._dump_who and content.startswith(" "):
+                self._dump.append(text)
+                return
+            self._end_dump()
+        if content.startswith(CONFIG_DUMP_START) and not is_error(content):
+            self._write(head + b"\r" if head else b"")
+            self._dump, self._dump_who = [text], who
+            return
+        key = warning_key(content)
+        continuation = self._dropped_last and content.startswith(" ") and not is_error(content)
+        if (key is not None and key in self.seen) or continuation:
+            self.repeats[key or "continuation"] += 1
+            self._dropped_last = True
+            if head or shown:
+                self._write(head + b"\r\n" if head else b"\n")
+            return
+        self._dropped_last = False
+        if key is not None:
+            self.seen.add(key)
+        self._write(line[shown:] + b"\n")
+
+    def _end_dump(self) -> None:
+        lines, self._dump, self._dump_who = self._dump, [], None
+        if sum(len(x) for x in lines) < CONFIG_DUMP_MIN_CHARS:  # not a dump: show it
+            self._write("".join(x + "\n" for x in lines).encode())
+            return
+        with open(self.config_path, "a") as f:
+            f.writelines(x + "\n" for x in lines)
+        self._write(f"verl's composed config ({len(lines)} lines): {self.config_path}\n".encode())
+
+    def close(self) -> str | None:
+        """Flush what is left; returns the summary line of what was hidden (None when nothing was)."""
+        if self._pending:
+            self._line(self._pending, self._shown)
+            self._pending = b""
+        if self._dump_who is not None:
+            self._end_dump()
+        self._log.close()
+        hidden = sum(self.repeats.values())
+        if not hidden:
+            return None
+        return f"{hidden} repeated warning lines not shown (first copies are); full output: {self.log_path}"
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            self.out.write(data)
+            self.out.flush()
+
+
+def run(command: list[str], env: dict[str, str], out_dir: Path, *, raw: bool = False) -> int:
+    """Run ``command`` with its output through a :class:`LogStream` into ``out_dir``; returns its exit status."""
+    stream = LogStream(out_dir, sys.stdout.buffer, raw=raw)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    try:
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            stream.feed(chunk)
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        summary = stream.close()
+    if summary:
+        print(summary, flush=True)
+    return code

@@ -1,0 +1,75 @@
+"""The launcher's view of a trainer's output (issue 46): verl's config dump to a file, a warning once, every error."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from agentrl_recipe.launcher import log_stream
+
+TASK = "\x1b[36m(TaskRunnerV1 pid=19248)\x1b[0m "
+WORKER = "\x1b[36m(WorkerDict pid={pid})\x1b[0m "
+ENGINE = "/verl/workers/engine/__init__.py:69: UserWarning: megatron engine is not available: ModuleNotFoundError('x')"
+THREADS = (
+    "WARNING:2026-12-06 03:35:{s}:target_num_threads 8 should not exceed total physical CPU cores 2. Setting to 2."
+)
+DUMP = [f"{TASK}{{'actor_rollout_ref': {{'actor': {{'_target_': 'verl.workers.config.FSDPActorConfig',"] + [
+    f"{TASK}                                'key_{i}': {'x' * 40!r}," for i in range(80)
+]
+
+
+def shown(chunks: list[str], tmp_path: Path, *, raw: bool = False) -> tuple[list[str], str | None]:
+    out = io.BytesIO()
+    stream = log_stream.LogStream(tmp_path, out, raw=raw)  # type: ignore[arg-type]  # BytesIO is a BinaryIO
+    for chunk in chunks:
+        stream.feed(chunk.encode())
+    summary = stream.close()
+    return out.getvalue().decode().splitlines(), summary
+
+
+def test_a_warning_is_shown_once_and_its_repeats_counted(tmp_path: Path) -> None:
+    lines = []
+    for pid in (1, 2, 3):
+        lines += [f"{WORKER.format(pid=pid)}{ENGINE}", f"{WORKER.format(pid=pid)}  warnings.warn(f'megatron')"]
+        lines += [f"{WORKER.format(pid=pid)}{THREADS.format(s=10 + pid)}", f"{WORKER.format(pid=pid)}step:{pid}"]
+    out, summary = shown(["\n".join(lines) + "\n"], tmp_path)
+    assert sum("megatron engine is not available" in x for x in out) == 1
+    assert sum("warnings.warn" in x for x in out) == 1  # the repeat's source line goes with it
+    assert sum("target_num_threads" in x for x in out) == 1
+    assert [x for x in out if "step:" in x] == [f"{WORKER.format(pid=p)}step:{p}" for p in (1, 2, 3)]
+    assert summary == f"6 repeated warning lines not shown (first copies are); full output: {tmp_path}/launch.log"
+    assert (tmp_path / "launch.log").read_text() == "\n".join(lines) + "\n"  # everything, unfiltered
+
+
+def test_errors_are_never_hidden_even_repeated(tmp_path: Path) -> None:
+    error = f"{TASK}ERROR:2026-12-06 03:35:11:Failed to run the sandbox: warning level exceeded"
+    lines = [error, error, f"{TASK}Traceback (most recent call last):", f"{TASK}RuntimeError: warning: boom"] * 2
+    out, summary = shown(["\n".join(lines) + "\n"], tmp_path)
+    assert len(out) == 8 and summary is None
+
+
+def test_verls_config_dump_goes_to_a_file_in_one_line(tmp_path: Path) -> None:
+    after = f"{TASK}INFO:2026-12-06 03:35:53,889:Total training steps: 4"
+    small = f"{TASK}{{'val/acc': 0.5}}"  # a short dict is output, not a dump
+    out, _ = shown(["\n".join([*DUMP, after, small]) + "\n"], tmp_path)
+    assert out == [f"verl's composed config (81 lines): {tmp_path}/verl_config.txt", after, small]
+    assert (tmp_path / "verl_config.txt").read_text().count("key_") == 80
+    sft_dump = "{'data': {" + "'k': 1, " * 400 + "}}"  # verl's SFT trainer prints it as one line
+    out, _ = shown([sft_dump + "\nstep:1\n"], tmp_path / "sft")
+    assert out == [f"verl's composed config (1 lines): {tmp_path}/sft/verl_config.txt", "step:1"]
+
+
+def test_a_progress_bar_is_shown_as_it_moves(tmp_path: Path) -> None:
+    out = io.BytesIO()
+    stream = log_stream.LogStream(tmp_path, out)  # type: ignore[arg-type]
+    stream.feed(b"Epoch 1/30:   0%|  | 0/6\r")
+    assert out.getvalue() == b"Epoch 1/30:   0%|  | 0/6\r"  # before any newline
+    stream.feed(b"Epoch 1/30:  17%|  | 1/6\rEpoch 1/30: 100%|  | 6/6\n")
+    assert out.getvalue().endswith(b"Epoch 1/30:  17%|  | 1/6\rEpoch 1/30: 100%|  | 6/6\n")
+    assert stream.close() is None
+
+
+def test_verbose_shows_everything(tmp_path: Path) -> None:
+    lines = [*DUMP, f"{TASK}{ENGINE}", f"{TASK}{ENGINE}"]
+    out, summary = shown(["\n".join(lines) + "\n"], tmp_path, raw=True)
+    assert len(out) == len(lines) and summary is None
