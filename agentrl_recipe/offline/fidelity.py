@@ -276,6 +276,16 @@ STACK_ROWS = (
         "",
     ),
     Row(
+        "resolved:call_arguments",
+        "–",
+        "the model's `timeout` as sent (any size); a string timeout or a language SandboxFusion lacks: "
+        "`no stdout here`",
+        "recipe/demystify/reward.py:61",
+        "released",
+        "the tool's call_arguments; a listed non-Python language (bash, cpp) ran there, here `no stdout here`; "
+        "_fixed: bounded (a timeout only shortens timeout_s)",
+    ),
+    Row(
         "agentrl.infra_guard.max_rate",
         "–",
         "none (trained on whatever the sandbox returned)",

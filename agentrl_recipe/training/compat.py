@@ -20,6 +20,7 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | ``agentrl.agent_loop.tool_turn_newline`` | false: ``<|im_end|><|im_start|>user`` | true: verl 0.9.1's ``\\n`` |
 | ``agentrl.agent_loop.error_text`` + tool ``error_text`` | ``released``: ``Error when executing tool`` | ``explain`` |
 | tool ``large_output`` | ``timeout``: over 131,072 bytes a stream = a timeout | ``keep``: returned (cut by verl) |
+| tool ``call_arguments`` | ``released``: the model's ``timeout``/``language`` as sent | ``bounded``: ≤ ``timeout_s`` |
 | ``actor_rollout_ref.actor.policy_loss.token_mean_scope`` | ``micro_batch``: × its sequences | ``mini_batch`` (verl) |
 | ``data.agentrl.prompt_filter_counts_tools`` | false: the prompt alone | true: prompt + tool schemas (verl) |
 """
@@ -46,6 +47,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "tool_turn_newline": {"open_agentrl": False, "agentrl": True},
     "error_text": {"open_agentrl": "released", "agentrl": "explain"},
     "large_output": {"open_agentrl": "timeout", "agentrl": "keep"},
+    "call_arguments": {"open_agentrl": "released", "agentrl": "bounded"},
     "token_mean_scope": {"open_agentrl": "micro_batch", "agentrl": "mini_batch"},
     "prompt_filter_counts_tools": {"open_agentrl": False, "agentrl": True},
 }

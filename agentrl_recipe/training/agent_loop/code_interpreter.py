@@ -47,6 +47,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from agentrl_recipe import names
 from agentrl_recipe.training import recipe_config, sandbox_routes, trace
+from agentrl_recipe.training.agent_loop.call_arguments import CALL_ARGUMENTS, call_plan
 from agentrl_recipe.training.agent_loop.code_prep import build_run, extract_code, released_prep
 from agentrl_recipe.training.agent_loop.rate_limit import GlobalLimiter
 from agentrl_recipe.training.recipe_config import RecipeConfig, from_mapping
@@ -113,6 +114,10 @@ class CodeInterpreterConfig:
     # large_output timeout: the Python of the SandboxFusion server being reproduced, "3.11" (the released server's:
     # over 131,072 bytes) or "3.10" (over 262,144). See SANDBOX_FUSION_FINISH_BYTES.
     large_output_server_python: str = "3.11"
+    # null = from compat. The model-supplied `timeout` and `language` (agent_loop/call_arguments.py). "released"
+    # (open_agentrl, [code] reward.py:61-62): a number is the run's timeout, however large; a string timeout or a
+    # language other than python answers "no stdout here". "bounded" (agentrl): a timeout only shortens timeout_s.
+    call_arguments: str | None = None
     stateful: bool = False  # keep interpreter state per trajectory (paper: no)
     max_sessions: int = 1024  # stateful: trajectories remembered per worker (LRU)
     session_ttl_s: float = 1800.0  # stateful: forget a trajectory idle this long
@@ -168,6 +173,11 @@ class CodeInterpreterTool(BaseTool):
         self.failure_reply = recipe.behaviour("failure_reply", s.failure_reply)
         self.error_text = recipe.behaviour("error_text", s.error_text)
         self.large_output = recipe.behaviour("large_output", s.large_output)
+        self.call_arguments = recipe.behaviour("call_arguments", s.call_arguments)
+        if self.call_arguments not in CALL_ARGUMENTS:
+            raise ValueError(
+                f"{names.TOOL_NAME}: call_arguments must be one of {CALL_ARGUMENTS}, got {s.call_arguments!r}"
+            )
         if self.auto_print not in AUTO_PRINT_MODES or self.failure_reply not in FAILURE_REPLIES:
             raise ValueError(
                 f"{names.TOOL_NAME}: auto_print must be one of {AUTO_PRINT_MODES} (or true/false) and failure_reply "
@@ -193,6 +203,11 @@ class CodeInterpreterTool(BaseTool):
         code, error = released_argument(parameters) if self.error_text == "released" else checked_argument(parameters)
         if code is None:
             return ToolResponse(text=error), 0.0, {"status": "invalid_arguments", "latency_s": 0.0}
+        plan = call_plan(parameters, self.call_arguments, self.settings.timeout_s)
+        if plan.refusal is not None:  # the released client refused it before any request
+            text = RELEASED_NO_OUTPUT if self.failure_reply == "no_stdout" else f"Error: {plan.refusal}."
+            return ToolResponse(text=text), 0.0, {"status": "invalid_arguments", "latency_s": 0.0}
+        timeout_s = plan.timeout_s
         last_line = self.auto_print == "last_line"
         cell = released_prep(code) if last_line else extract_code(code)
         key = self._history_key(kwargs.get("agent_data"))
@@ -206,8 +221,10 @@ class CodeInterpreterTool(BaseTool):
             try:  # a sandbox that cannot start (its first use builds it) is an infra_error too, never the code's
                 sandbox = self.sandbox
                 trace.mark(names.TOOL_NAME, sandbox=type(sandbox).__name__)
-                res = await sandbox.arun(
-                    program, timeout_s=self.settings.timeout_s, memory_mb=self.settings.memory_mb, files=files
+                res = (
+                    await sandbox.arun(program, timeout_s=timeout_s, memory_mb=self.settings.memory_mb, files=files)
+                    if timeout_s > 0
+                    else ExecResult("timeout", message=f"timeout {timeout_s:g} s: SandboxFusion's wait_for expires")
                 )
             except Exception as exc:  # start-up failure of the sandbox (fail-closed): report it, do not crash
                 res = ExecResult.infra(f"{type(exc).__name__}: {exc}")
@@ -225,10 +242,10 @@ class CodeInterpreterTool(BaseTool):
             logger.warning("%s: sandbox infra_error: %s", names.TOOL_NAME, res.message)
         if self.large_output == "timeout":
             finish_bytes = SANDBOX_FUSION_FINISH_BYTES[self.settings.large_output_server_python]
-            res = sandbox_fusion_pipe_limit(res, self.settings.timeout_s, finish_bytes)
+            res = sandbox_fusion_pipe_limit(res, timeout_s, finish_bytes)
         if self.failure_reply == "no_stdout":
             return ToolResponse(text=format_result_released(res)), 0.0, metrics
-        return ToolResponse(text=format_result(res, self.settings.timeout_s, self.settings.memory_mb)), 0.0, metrics
+        return ToolResponse(text=format_result(res, timeout_s, self.settings.memory_mb)), 0.0, metrics
 
     # ------------------------------------------------------------------ stateful mode
     def _history_key(self, agent_data: Any) -> str | None:

@@ -61,7 +61,7 @@ def resolved(cfg, name: str):
         return token_mean_scope(omega_conf_to_dataclass(cfg.actor_rollout_ref.actor))
     if name.startswith("released_grader:"):  # a hack of the released code grader: live iff it grades
         return RewardKwargs.from_trainer_config(cfg).code_rules
-    if name in ("auto_print", "failure_reply"):  # the tool YAML leaves them null: the trainer's compat decides
+    if name in ("auto_print", "failure_reply", "call_arguments"):  # null in the tool YAML: the trainer's compat
         return resolve(cfg).behaviour(name)
     return getattr(RewardKwargs.from_trainer_config(cfg), name)
 
@@ -88,7 +88,7 @@ def test_fixed_sibling_differs_only_in_compat() -> None:
     assert resolve(fixed).settings("agent_loop").malformed_call_feedback is True
     assert RewardKwargs.from_trainer_config(fixed).code_rules == "lcb"  # none of the released grader's hacks
     expected = {"tool_turn_newline": True, "error_text": "explain", "large_output": "keep"}
-    expected |= {"prompt_filter_counts_tools": True, "token_mean_scope": "mini_batch"}
+    expected |= {"prompt_filter_counts_tools": True, "token_mean_scope": "mini_batch", "call_arguments": "bounded"}
     assert {name: resolved(fixed, name) for name in expected} == expected
 
 
