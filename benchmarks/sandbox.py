@@ -52,12 +52,12 @@ import httpx
 from tqdm import tqdm
 
 from agentrl_recipe.atomic_io import atomic_write_text
-from agentrl_recipe.offline.vllm_server import free_port
 from agentrl_sandbox.bench_calls import WORKLOADS, run_calls, summarize
 from agentrl_sandbox.bwrap import REPLY_SLACK_S, BwrapCommand, encode_request, result_from_reply
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fusion_client import SandboxFusionClient
 from agentrl_sandbox.local import LocalSandbox
+from agentrl_sandbox.ports import free_port
 from agentrl_sandbox.types import ExecResult
 
 GOALS = {"pool": 500.0, "http": 400.0}  # trivial calls/s by the wall clock on 2 cores (issue 29)

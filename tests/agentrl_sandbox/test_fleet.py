@@ -19,10 +19,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sandbox_test_helpers import serve, start_sandbox_server
 
-from agentrl_recipe.offline.vllm_server import free_port
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fleet import Detector, Fleet
 from agentrl_sandbox.fusion_client import IDEMPOTENCY_HEADER, SandboxFusionClient
+from agentrl_sandbox.ports import free_port
 from agentrl_sandbox.server import create_app
 from agentrl_sandbox.types import ExecResult, Sandbox
 

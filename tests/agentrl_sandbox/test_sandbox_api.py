@@ -25,7 +25,7 @@ from agentrl_sandbox.local import LocalSandbox
 from agentrl_sandbox.types import check_files, classify
 
 REPO = str(Path(__file__).resolve().parents[2])
-CLI = [sys.executable, "-m", "agentrl_recipe.cli", "sandbox"]
+CLI = [sys.executable, "-m", "agentrl_sandbox.cli"]  # = agentrl-sandbox (and agentrl-recipe sandbox)
 
 
 def test_exec_result_round_trip_and_validation():

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sandbox_test_helpers import start_sandbox_server
 
-from agentrl_recipe.offline.vllm_server import free_port
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fusion_client import SandboxFusionClient
+from agentrl_sandbox.ports import free_port
 from agentrl_sandbox.server_connections import FD_RESERVE, connection_limit
 
 TOKEN = "connections-test-token"

@@ -51,5 +51,6 @@ def test_the_other_switches_and_a_node_without_any(tmp_path: Path) -> None:
 def test_the_profile_is_shipped_and_lets_bwrap_create_user_namespaces() -> None:
     profile = userns.PROFILE.read_text()
     assert "profile agentrl-bwrap /usr/bin/bwrap flags=(unconfined) {\n  userns,\n" in profile
-    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    sandbox_project = tomllib.loads((REPO / "agentrl_sandbox" / "pyproject.toml").read_text())  # its distribution
+    package_data = sandbox_project["tool"]["setuptools"]["package-data"]
     assert userns.PROFILE.name in package_data["agentrl_sandbox"]

@@ -39,9 +39,9 @@ from trainer_helpers import (
 
 from agentrl_recipe import names
 from agentrl_recipe.cli.configs.files import compose
-from agentrl_recipe.offline.vllm_server import free_port
 from agentrl_recipe.training import trace
 from agentrl_recipe.training.algos.losses import LOSS_TOKENS_PER_UPDATE
+from agentrl_sandbox.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 

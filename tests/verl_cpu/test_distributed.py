@@ -8,7 +8,7 @@ import textwrap
 import verl.utils.distributed as verl_distributed
 from cpu_helpers import run_probe
 
-from agentrl_recipe.offline.vllm_server import free_port
+from agentrl_sandbox.ports import free_port
 from verl_cpu import distributed
 
 
