@@ -43,6 +43,9 @@ class Field(NamedTuple):
 NUM_TURNS = Field("num_turns", int, int, "= verl's __num_turns__: prompt + assistant + tool turns (bonus (n-2)/2)")
 ASSISTANT_TURNS = Field("assistant_turns", int, int, "assistant (generation) turns")
 MODEL_TOKENS = Field("model_tokens", int, int, "response tokens the model generated (response_mask 1)")
+FINAL_TURN_START = Field(
+    "final_turn_start", int, int, "response index where the last assistant turn starts (answer_source=final_turn)"
+)
 TOOL_CALLS = Field("tool_calls", int, int, "tool calls executed")
 TOOL_FAILURES = Field("tool_failures", int, int, "tool calls whose status was not ok")
 TOOL_STATUSES = Field("tool_statuses", _str_list, list, "per call: the sandbox status")
@@ -62,6 +65,7 @@ LOOP_FIELDS = (
     NUM_TURNS,
     ASSISTANT_TURNS,
     MODEL_TOKENS,
+    FINAL_TURN_START,
     TOOL_CALLS,
     TOOL_FAILURES,
     TOOL_STATUSES,

@@ -132,6 +132,14 @@ ROWS: tuple[Row, ...] = (
         "resolved:tool_bonus", "Eq. 8 bonus", "constant −1.1", "recipe/demystify/reward.py", "released", "_fixed: paper"
     ),
     Row(
+        "resolved:answer_source",
+        "–",
+        "the whole decoded response: a `\\boxed{}` printed by a program, in tool-call code or in `<think>` scores",
+        "verl/workers/reward_manager/dapo.py",
+        "response",
+        "reward.reward_kwargs.answer_source; _fixed: final_turn (the model's last turn, no think or tool call)",
+    ),
+    Row(
         "resolved:code_rules",
         "–",
         "code_math.py",
@@ -284,6 +292,17 @@ STACK_ROWS = (
         "released",
         "the tool's call_arguments; a listed non-Python language (bash, cpp) ran there, here `no stdout here`; "
         "_fixed: bounded (a timeout only shortens timeout_s)",
+    ),
+    Row(
+        "agentrl.sandbox.backend",
+        "–",
+        "SandboxFusion: a fresh `python <tmpfile>` per call: its own string-hash seed (set order varies), pandas "
+        "2.2.0's pyarrow DeprecationWarning printed, tracebacks name the temp file",
+        "bytedance/SandboxFusion sandbox/runners/major.py:79",
+        "local",
+        "the pool forks each run from one warm interpreter: one hash seed per pool start (a fresh seed per run "
+        "breaks the forked interpreter, tests/agentrl_sandbox/test_hash_seed.py), preloaded pandas/sklearn hide "
+        "their import warnings, `/tmp/main.py`, the IndentationError caret differs; url: a SandboxFusion server",
     ),
     Row(
         "agentrl.infra_guard.max_rate",

@@ -163,8 +163,10 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
     ) -> AgentState:
         n_messages = len(agent_data.messages)
+        turn_start = len(agent_data.response_mask)  # the response so far; this turn's tokens are appended to it
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
         traj = self.trajectory(agent_data)
+        traj.final_turn_start = turn_start  # the reward reads a final-turn answer from here (answer_source)
         # verl appends the assistant message only when it got as far as parsing (no length/turn limit hit first).
         parsed = len(agent_data.messages) > n_messages
         text = self._tok.decode(agent_data.response_ids, skip_special_tokens=False)

@@ -86,6 +86,7 @@ class Trajectory:
     num_turns: int = 0  # == verl's __num_turns__: prompt + assistant + tool turns
     assistant_turns: int = 0
     model_tokens: int = 0  # response tokens the model generated (response_mask == 1) within response_length
+    final_turn_start: int = 0  # response index where the last assistant turn (generation) starts
     tool_calls: int = 0
     tool_failures: int = 0
     tool_statuses: list[str] = dataclasses.field(default_factory=list)

@@ -8,7 +8,9 @@ the rollout tool uses).
 
 Per trajectory (``run_single`` on verl's 1-row DataProto):
 
-1. decode the valid response (all response tokens, tool outputs included — what the original scored);
+1. decode the valid response (all response tokens, tool outputs included — what the original scored), or for
+   math/GPQA with ``answer_source: final_turn`` (compat agentrl) the model's final turn without its thinking and
+   tool calls (:mod:`agentrl_recipe.training.rewards.answer_source`);
 2. score it per row with :func:`agentrl_recipe.training.rewards.scoring.acompute_score` (or the
 ``custom_reward_function``
    when one is configured), at most ``max_concurrency`` at a time and under a hard ``grader_timeout_s`` of
@@ -40,6 +42,7 @@ from verl.utils.reward_score import default_compute_score
 from agentrl_recipe import fields, names, tasks
 from agentrl_recipe.training import recipe_config, sandbox_routes, trace
 from agentrl_recipe.training.rewards import hack_patterns, scoring
+from agentrl_recipe.training.rewards.answer_source import FINAL_TURN_KINDS, answer_part, last_model_run
 from agentrl_recipe.training.rewards.grade_budget import QueueClock, within_budget
 from agentrl_recipe.training.rewards.isolation import GraderTimeout
 from agentrl_recipe.training.rewards.reward_kwargs import RewardKwargs
@@ -128,9 +131,8 @@ class AgentRLRewardManager(RewardManagerBase):
         valid_len = int(item.batch["attention_mask"][-response_len:].sum())
         row = _RowFields.of(item.non_tensor_batch)
 
-        loop = asyncio.get_running_loop()
-        solution_str = await loop.run_in_executor(
-            None, functools.partial(self._decode, response_ids[:valid_len], skip_special_tokens=True)
+        solution_str = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(self._solution_str, item, response_ids[:valid_len], row)
         )
         graded = await self._grade(row.data_source, solution_str, row.ground_truth, row.extra_info)
         result, timed_out, grade_s, queue_s = graded
@@ -169,6 +171,30 @@ class AgentRLRewardManager(RewardManagerBase):
     def _decode(self) -> Any:
         """verl's tokenizer's decode (a PreTrainedTokenizer; verl annotates it as AutoTokenizer, the factory)."""
         return self.tokenizer.decode  # type: ignore[attr-defined]
+
+    def _solution_str(self, item: Any, response_ids: Any, row: _RowFields) -> str:
+        """The text the row is scored on: the decoded response, or for math/GPQA with answer_source=final_turn the
+        answer part of the model's final turn (rewards/answer_source.py)."""
+        if self.settings.answer_source != "final_turn" or tasks.task_kind(row.data_source) not in FINAL_TURN_KINDS:
+            return self._decode(response_ids, skip_special_tokens=True)
+        start, end = self._final_turn(item, len(response_ids), row)
+        return answer_part(self._decode(response_ids[start:end], skip_special_tokens=True))
+
+    @staticmethod
+    def _final_turn(item: Any, valid_len: int, row: _RowFields) -> tuple[int, int]:
+        """(start, end) of the final assistant turn in the valid response."""
+        if "response_mask" in item.batch.keys():  # noqa: SIM118 - TensorDict has no `in`
+            return last_model_run(item.batch["response_mask"][:valid_len].tolist())
+        start = _optional_int(row.tool_fields.get(fields.FINAL_TURN_START.column))
+        if start is not None:  # verl's streaming reward path carries no mask: agentrl_tool_agent says where
+            return min(start, valid_len), valid_len
+        if row.num_turns == 2:  # prompt + one assistant turn: the whole response is the final turn
+            return 0, valid_len
+        raise ValueError(
+            "reward.reward_kwargs.answer_source=final_turn needs the batch's response_mask or the agent loop's "
+            f"{fields.FINAL_TURN_START.column!r} field (agentrl_tool_agent writes it) for a multi-turn trajectory; "
+            "this one has neither (set answer_source=response to score the whole response)"
+        )
 
     def _tool_bonus(self, score: float, row: _RowFields) -> tuple[float, float]:
         s = self.settings

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentrl_recipe.training.recipe_config import RecipeConfig, from_mapping, resolve, standalone, to_plain
 from agentrl_recipe.training.rewards import scoring
+from agentrl_recipe.training.rewards.answer_source import ANSWER_SOURCES
 from agentrl_recipe.training.rewards.ground_truth import GROUND_TRUTH_FORMS, LEETCODE_TESTS
 
 TOOL_BONUS_MODES = ("paper", "released", "off")
@@ -60,6 +61,10 @@ class RewardKwargs:
     tool_bonus_count: str | None = None
     tool_bonus_cap: float = -0.6  # [code] −0.6: a wrong answer never scores above this
     tool_bonus_per_call: float = 0.1  # [code] 0.1 per tool call
+    # Where a math/GPQA answer is read (rewards/answer_source.py). "response" (compat open_agentrl; [code]): the whole
+    # decoded response, tool outputs and tool-call code included — a program that prints \boxed{} scores.
+    # "final_turn" (compat agentrl): the model's final assistant turn without its <think> and <tool_call> blocks.
+    answer_source: str | None = None
     # "strict" [paper]/[code]: exact match of the last \boxed{}. "math_verify": same extraction, math-verify
     # equivalence (a deviation; the original used math-verify only for code rows without tests).
     math_verifier: str = "strict"
@@ -102,6 +107,7 @@ class RewardKwargs:
         _check_choice("tool_bonus", self.tool_bonus, (*TOOL_BONUS_MODES, None))
         _check_choice("tool_bonus_count", self.tool_bonus_count, (*TOOL_BONUS_COUNTS, None))
         _check_choice("code_rules", self.code_rules, (*CODE_RULES, None))
+        _check_choice("answer_source", self.answer_source, (*ANSWER_SOURCES, None))
         _check_choice("ground_truth_form", self.ground_truth_form, (*GROUND_TRUTH_FORMS, None))
         _check_choice("leetcode_tests", self.leetcode_tests, (*LEETCODE_TESTS, None))
         _check_choice("overlong_count", self.overlong_count, OVERLONG_COUNTS)
@@ -134,6 +140,7 @@ class RewardKwargs:
             "code_total_timeout_s",
             "ground_truth_form",
             "leetcode_tests",
+            "answer_source",
         )
         return dataclasses.replace(kwargs, **{k: recipe.behaviour(k, getattr(kwargs, k)) for k in keys})
 

@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 from agentrl_recipe import fields
 from agentrl_recipe.offline.rollout import Rollout, arollout
 from agentrl_recipe.training.metrics import batch_metrics
+from agentrl_recipe.training.rewards.answer_source import last_model_run
 from verl_cpu.scripted import ScriptedClient, ScriptedTurn, ScriptRequest, turns
 from verl_cpu.token_output import ContextLimits
 
@@ -49,6 +50,8 @@ async def test_valid_call_puts_tool_output_in_context(tokenizer, base_cfg):
     masked = [t for t, m in zip(record.response_ids, record.response_mask, strict=True) if m == 1]
     assert tokenizer.decode(masked) == "Let me compute.\n" + call("print(6*7)") + "<|im_end|>" + ANSWER + "<|im_end|>"
     assert record.extra_fields[fields.MODEL_TOKENS.column] == sum(record.response_mask)
+    # where the final turn starts (answer_source=final_turn without a response_mask): the last run of model tokens
+    assert record.extra_fields[fields.FINAL_TURN_START.column] == last_model_run(record.response_mask)[0] > 0
     assert record.messages[-2] == {"role": "tool", "content": "42\n"}
 
 

@@ -79,8 +79,21 @@ def use_test_sandbox(sandbox):
     manager_module.get_sandbox = original
 
 
-def make_row(tokenizer, text, data_source, ground_truth, *, num_turns=2, length=None, response_mask=None, extra=None):
-    """One trajectory as verl's AgentLoopWorker sends it to the reward loop (response right-padded to MAX_RESP)."""
+def make_row(
+    tokenizer,
+    text,
+    data_source,
+    ground_truth,
+    *,
+    num_turns=2,
+    length=None,
+    response_mask=None,
+    extra=None,
+    final_turn_start=0,
+):
+    """One trajectory as verl's AgentLoopWorker sends it to the reward loop (response right-padded to MAX_RESP).
+    ``final_turn_start``: where agentrl_tool_agent says the final turn starts (0: ``text`` is that turn; None: not
+    said, as by another agent loop)."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if length is not None:  # left-fill with a filler token so the answer stays at the end
         filler = tokenizer(" x", add_special_tokens=False)["input_ids"][-1]
@@ -99,11 +112,14 @@ def make_row(tokenizer, text, data_source, ground_truth, *, num_turns=2, length=
     }
     if response_mask is not None:
         tensors["response_mask"] = response_mask
+    loop_fields = dict(extra or {})
+    if final_turn_start is not None:
+        loop_fields.setdefault(fields.FINAL_TURN_START.column, final_turn_start)
     non_tensors = {
         "data_source": np.array([data_source], dtype=object),
         "reward_model": np.array([{"ground_truth": ground_truth, "style": "rule"}], dtype=object),
         "extra_info": np.array([{"index": 0}], dtype=object),
-        "tool_extra_fields": np.array([extra or {}], dtype=object),
+        "tool_extra_fields": np.array([loop_fields], dtype=object),
     }
     if num_turns is not None:
         non_tensors["__num_turns__"] = np.array([num_turns])
@@ -233,6 +249,97 @@ def test_the_tool_bonus_counts_only_calls_that_ran(base_config, tiny_tokenizer) 
         run(manager, make_row(tiny_tokenizer, *WRONG_MATH, num_turns=14, extra={fields.TOOL_CALLS.column: 6}))
 
 
+# --- answer_source (issue 40, item 3): the final assistant turn only in compat agentrl ---------------------------
+def call_text(code: str) -> str:
+    return "<tool_call>\n" + json.dumps({"name": "code_interpreter", "arguments": {"code": code}}) + "\n</tool_call>"
+
+
+TOOL_TURN = "\n<|im_start|>user\n<tool_response>\n{}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+COMPUTED_BOXED = "print('\\\\boxed{' + str(30 + 4) + '}')"  # its source holds no \boxed{34}: only its output does
+ANSWER_CASES = {  # (segments: (text, 1 = the model's / 0 = tool and template), released score, final-turn score)
+    "a program printed the answer, the final turn did not": (
+        [(call_text(COMPUTED_BOXED) + "<|im_end|>", 1), (TOOL_TURN.format("\\boxed{34}"), 0),
+         ("I am not sure.<|im_end|>", 1)], 1.0, -1.0,
+    ),
+    "the answer only in the code of a final tool call": (
+        [("Let me check.\n" + call_text("print(34)  # \\boxed{34}") + "<|im_end|>", 1)], 1.0, -1.0,
+    ),
+    "the answer only in <think>": ([("<think>so \\boxed{34}</think>I am not sure.<|im_end|>", 1)], 1.0, -1.0),
+    "the answer after a tool call, outside <think>": (
+        [(call_text("print(34)") + "<|im_end|>", 1), (TOOL_TURN.format("34"), 0),
+         ("<think>it printed 34</think>so \\boxed{34}<|im_end|>", 1)], 1.0, 1.0,
+    ),
+    "the final turn answers wrong, a program printed the right one": (
+        [(call_text(COMPUTED_BOXED) + "<|im_end|>", 1), (TOOL_TURN.format("\\boxed{34}"), 0),
+         ("so \\boxed{35}<|im_end|>", 1)], -1.0, -1.0,
+    ),
+}  # fmt: skip
+TURNS_WIDTH = 256  # response width of these rows
+
+
+def turns_row(tokenizer, segments, data_source, ground_truth, *, carries: str):
+    """A multi-turn trajectory as verl hands it to the reward: with its response_mask (``carries="mask"``), or as the
+    streaming reward path does, without one but with agentrl_tool_agent's fields (``"loop_field"``)."""
+    ids: list[int] = []
+    mask: list[int] = []
+    final_turn_start = 0
+    for text, model in segments:
+        final_turn_start = len(ids) if model else final_turn_start
+        piece = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids, mask = ids + piece, mask + [model] * len(piece)
+    assert len(ids) <= TURNS_WIDTH, len(ids)
+    responses = torch.zeros(1, TURNS_WIDTH, dtype=torch.long)
+    responses[0, : len(ids)] = torch.tensor(ids)
+    prompts = torch.ones(1, PROMPT_LEN, dtype=torch.long)
+    tensors = {
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": torch.cat([prompts, responses], dim=1),
+        "attention_mask": torch.cat([torch.ones_like(prompts), (torch.arange(TURNS_WIDTH) < len(ids)).long()[None]], 1),
+    }
+    loop_fields = {}
+    if carries == "mask":
+        tensors["response_mask"] = torch.zeros(1, TURNS_WIDTH, dtype=torch.long)
+        tensors["response_mask"][0, : len(ids)] = torch.tensor(mask)
+    else:
+        loop_fields[fields.FINAL_TURN_START.column] = final_turn_start
+    non_tensors = {
+        "data_source": np.array([data_source], dtype=object),
+        "reward_model": np.array([{"ground_truth": ground_truth, "style": "rule"}], dtype=object),
+        "extra_info": np.array([{"index": 0}], dtype=object),
+        "tool_extra_fields": np.array([loop_fields], dtype=object),
+        "__num_turns__": np.array([1 + len(segments)]),
+    }
+    return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors)
+
+
+@pytest.mark.parametrize("data_source", [names.DS_AIME24, names.DS_GPQA])
+@pytest.mark.parametrize("carries", ["mask", "loop_field"])
+@pytest.mark.parametrize("case", ANSWER_CASES.values(), ids=ANSWER_CASES.keys())
+def test_the_answer_comes_from_the_final_turn_in_agentrl_mode(case, carries, data_source, base_config, tiny_tokenizer):
+    segments, released_score, final_turn_score = case
+    gold = "34"
+    if data_source == names.DS_GPQA:  # the same cases with an option letter
+        segments = [(text.replace("34", "B").replace("35", "C"), model) for text, model in segments]
+        segments = [(text.replace("str(30 + 4)", "chr(66)"), model) for text, model in segments]
+        gold = "B"
+    cfg = config_with(base_config, **{"overlong_buffer_cfg.enable": False, "tool_bonus": "off"})
+    row = turns_row(tiny_tokenizer, segments, data_source, gold, carries=carries)
+    final_turn = run(load_reward_manager(cfg, tiny_tokenizer), row)
+    released = run(load_reward_manager(config_with(cfg, answer_source="response"), tiny_tokenizer), row)
+    assert (released["reward_score"], final_turn["reward_score"]) == (released_score, final_turn_score)
+
+
+def test_a_multi_turn_row_without_mask_or_loop_field_is_refused_in_final_turn_mode(base_config, tiny_tokenizer):
+    row = make_row(tiny_tokenizer, *RIGHT_MATH, num_turns=4, final_turn_start=None)
+    with pytest.raises(ValueError, match=fields.FINAL_TURN_START.column):
+        run(load_reward_manager(base_config, tiny_tokenizer), row)
+    whole = load_reward_manager(config_with(base_config, answer_source="response"), tiny_tokenizer)
+    assert run(whole, row)["reward_score"] == 1.0
+    single_turn = make_row(tiny_tokenizer, *RIGHT_MATH, num_turns=2, final_turn_start=None)
+    assert run(load_reward_manager(base_config, tiny_tokenizer), single_turn)["reward_score"] == 1.0
+
+
 @pytest.mark.parametrize(
     ("length", "penalty"),
     [
@@ -266,7 +373,8 @@ def test_overlong_count_model_tokens_only(base_config, tiny_tokenizer) -> None:
     """The option to count only model tokens (response_mask == 1); tool outputs (mask 0) do not count."""
     mask = torch.zeros(1, MAX_RESP, dtype=torch.long)
     mask[0, :40] = 1  # 40 model tokens, then 24 tool-output tokens
-    manager = load_reward_manager(config_with(base_config, overlong_count="model"), tiny_tokenizer)
+    whole = config_with(base_config, answer_source="response")  # the answer sits in the tool-output part here
+    manager = load_reward_manager(config_with(whole, overlong_count="model"), tiny_tokenizer)
     with_mask = run(manager, make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP, response_mask=mask))
     assert with_mask["reward_extra_info"]["response_tokens"] == 40
     assert with_mask["reward_score"] == pytest.approx(1.0)
@@ -274,7 +382,7 @@ def test_overlong_count_model_tokens_only(base_config, tiny_tokenizer) -> None:
     assert run(manager, streamed)["reward_extra_info"]["overlong_reward"] == pytest.approx(-0.5)
     with pytest.raises(ValueError, match=fields.MODEL_TOKENS.column):
         run(manager, make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP))
-    default = load_reward_manager(base_config, tiny_tokenizer)  # the paper: all response tokens
+    default = load_reward_manager(whole, tiny_tokenizer)  # the paper: all response tokens
     assert run(default, make_row(tiny_tokenizer, *RIGHT_MATH, length=MAX_RESP, response_mask=mask))[
         "reward_score"
     ] == pytest.approx(0.0)

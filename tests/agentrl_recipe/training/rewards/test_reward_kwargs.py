@@ -20,6 +20,7 @@ def test_compat_sets_the_behaviour_keys_and_explicit_keys_win() -> None:
     ours = RewardKwargs.from_dict({"max_resp_len": 20480}, recipe=RecipeConfig(compat="agentrl"))
     assert (ours.tool_bonus, ours.tool_bonus_count, ours.code_rules) == ("paper", "tool_calls", "lcb")
     assert (ours.code_timeout_s_per_test, ours.code_total_timeout_s) == (6.0, 60.0)
+    assert (released.answer_source, ours.answer_source) == ("response", "final_turn")
     one_flip = RewardKwargs.from_dict({"tool_bonus": "paper"}, recipe=RecipeConfig(compat="open_agentrl"))
     assert (one_flip.tool_bonus, one_flip.code_rules) == ("paper", "open_agentrl")
 
