@@ -40,6 +40,7 @@ def test_extra_fields_keys_are_the_contract_with_verl_and_the_metrics():
         fields.NUM_TURNS.column,
         fields.ASSISTANT_TURNS.column,
         fields.MODEL_TOKENS.column,
+        fields.FINAL_TURN_START.column,
         fields.TOOL_CALLS.column,
         fields.TOOL_FAILURES.column,
         fields.TOOL_STATUSES.column,
