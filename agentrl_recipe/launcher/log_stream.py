@@ -26,6 +26,7 @@ ERROR = re.compile(
     r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|Traceback \(most recent call last\)|^\s*[A-Z]\w*(Error|Exception)\b"
 )
 TIMES_AND_NUMBERS = re.compile(r"\d+")
+RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")  # Ray's own dedup suffix: the same warning
 CONFIG_DUMP_START = "{'"  # pprint / print of a DictConfig: {'actor_rollout_ref': {...
 CONFIG_DUMP_MIN_CHARS = 2000  # a short dict on its own line is output, not a dump
 LOG_FILE = "launch.log"
@@ -48,7 +49,7 @@ def warning_key(content: str) -> str | None:
     that reports an error (never hidden)."""
     if is_error(content) or not WARNING.search(content):
         return None
-    return TIMES_AND_NUMBERS.sub("#", content).strip()
+    return TIMES_AND_NUMBERS.sub("#", RAY_REPEATED.sub("", content)).strip()
 
 
 class LogStream:

@@ -32,12 +32,13 @@ def test_a_warning_is_shown_once_and_its_repeats_counted(tmp_path: Path) -> None
     for pid in (1, 2, 3):
         lines += [f"{WORKER.format(pid=pid)}{ENGINE}", f"{WORKER.format(pid=pid)}  warnings.warn(f'megatron')"]
         lines += [f"{WORKER.format(pid=pid)}{THREADS.format(s=10 + pid)}", f"{WORKER.format(pid=pid)}step:{pid}"]
+    lines.append(f"{TASK}{THREADS.format(s=20)}\x1b[32m [repeated 51x across cluster]\x1b[0m")  # Ray's own dedup
     out, summary = shown(["\n".join(lines) + "\n"], tmp_path)
     assert sum("megatron engine is not available" in x for x in out) == 1
     assert sum("warnings.warn" in x for x in out) == 1  # the repeat's source line goes with it
     assert sum("target_num_threads" in x for x in out) == 1
     assert [x for x in out if "step:" in x] == [f"{WORKER.format(pid=p)}step:{p}" for p in (1, 2, 3)]
-    assert summary == f"6 repeated warning lines not shown (first copies are); full output: {tmp_path}/launch.log"
+    assert summary == f"7 repeated warning lines not shown (first copies are); full output: {tmp_path}/launch.log"
     assert (tmp_path / "launch.log").read_text() == "\n".join(lines) + "\n"  # everything, unfiltered
 
 
