@@ -13,6 +13,11 @@ tokens alone at 2560). The released stack could not run one: its agent loop padd
 the longer row, so the released run met none. verl 0.9.1 would cut its head off (system prompt and tool schemas,
 ``AgentLoopBase._cap_text_prompt_length``). Neither is a run to have: the dataset stops at load time with one line
 naming the count instead (fail closed).
+
+A row whose ground truth the graders cannot parse (a code ground truth nested too deeply for ``json``, a GPQA answer
+that is not one option letter, a missing answer:
+:func:`agentrl_recipe.training.rewards.ground_truth.ground_truth_error`)
+stops the load too, naming its row number among the rows read, instead of scoring as a grader error mid-run.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from typing import Any
 
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from agentrl_recipe import names
+from agentrl_recipe import names, tasks
 from agentrl_recipe.training.recipe_config import from_mapping, to_plain
+from agentrl_recipe.training.rewards.ground_truth import ground_truth_error
 
 WHERE = f"data.{names.CONFIG_NAMESPACE}"
 
@@ -47,14 +53,37 @@ class DatasetSettings:
         return from_mapping(cls, to_plain(block), where=WHERE)
 
 
+def refuse_ungradable_rows(rows: Any) -> None:
+    """Raise naming every row (its number among the rows read) whose ground truth the graders cannot parse: fail
+    before training rather than as grader errors mid-run (issue 40, item 8)."""
+    problems = []
+    if hasattr(rows, "select_columns"):  # a datasets.Dataset: read only the columns the check needs
+        rows = rows.select_columns([c for c in ("data_source", "reward_model", "extra_info") if c in rows.column_names])
+    for number, row in enumerate(rows):
+        reward_model = row.get("reward_model") or {}
+        kind = tasks.task_kind(str(row.get("data_source") or ""))
+        error = ground_truth_error(kind, reward_model.get("ground_truth"), row.get("extra_info"))
+        if error is not None:
+            problems.append(f"row {number} ({row.get('data_source')}): {error:.300}")
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise ValueError(f"{len(problems)} row(s) whose ground truth cannot be graded: {shown}")
+
+
 class AgentRLDataset(RLHFDataset):
-    """verl's RL dataset; only the prompt-length rule is ours to choose (``data.agentrl``)."""
+    """verl's RL dataset; the prompt-length rule is ours to choose (``data.agentrl``), and a row the graders cannot
+    parse stops the load."""
 
     def __init__(self, data_files: Any, tokenizer: Any, config: Any, *args: Any, **kwargs: Any) -> None:
         self.settings = DatasetSettings.from_data_config(config)  # before verl's __init__ filters the rows
         super().__init__(data_files, tokenizer, config, *args, **kwargs)
 
     def maybe_filter_out_long_prompts(self, dataframe: Any = None) -> Any:
+        """verl calls it once on the rows read (before they are cut by length): the one place to see them all."""
+        refuse_ungradable_rows(self.dataframe if dataframe is None else dataframe)
+        return self._filter_long_prompts(dataframe)
+
+    def _filter_long_prompts(self, dataframe: Any) -> Any:
         if self.settings.prompt_filter_counts_tools or not self.filter_overlong_prompts or self.tool_schemas is None:
             return super().maybe_filter_out_long_prompts(dataframe)
         schemas, self.tool_schemas = self.tool_schemas, None  # the released rule: the prompt alone

@@ -23,8 +23,11 @@ Two keys of ``reward.reward_kwargs`` (null = what ``agentrl.compat`` says, :mod:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
+
+from agentrl_recipe.training.rewards.code.assert_form import parse_code_tests
 
 GROUND_TRUTH_FORMS = ("published", "normalized")
 LEETCODE_TESTS = ("asserts", "call")
@@ -81,3 +84,30 @@ def graded_ground_truth(
         decoded = decoded_list_answer(ground_truth)
         return ground_truth if decoded is None else decoded
     return ground_truth
+
+
+def ground_truth_error(kind: str, ground_truth: Any, extra_info: Mapping[str, Any] | None) -> str | None:
+    """Why a row of task ``kind`` cannot be graded (its ground truth, or its call-based tests, do not parse), or None.
+
+    The graders' own parsers decide (a code ground truth nested too deeply is a ValueError there too), so a row this
+    accepts is one they grade; :class:`agentrl_recipe.training.rl_dataset.AgentRLDataset` refuses the others at load.
+    """
+    if kind == "code":
+        call_tests = (extra_info or {}).get(CALL_TESTS_KEY)
+        for name, tests in (("ground truth", ground_truth), (f"extra_info.{CALL_TESTS_KEY}", call_tests)):
+            if tests is None and name != "ground truth":
+                continue
+            try:
+                parse_code_tests(tests)
+            except ValueError as exc:
+                return f"code {name}: {exc}"
+        return None
+    if hasattr(ground_truth, "item"):  # a numpy scalar from a parquet column
+        ground_truth = ground_truth.item()
+    if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float):
+        return f"{kind} ground truth must be a string, got {type(ground_truth).__name__}"
+    if isinstance(ground_truth, float) and not math.isfinite(ground_truth):
+        return f"{kind} ground truth must be a string, got {ground_truth!r}"
+    if kind == "gpqa" and not (isinstance(ground_truth, str) and len(ground_truth) == 1 and "A" <= ground_truth <= "Z"):
+        return f"GPQA ground truth must be one uppercase option letter, got {ground_truth!r:.40}"
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +40,12 @@ def lengths(tiny_model_dir):
 
 def dataset(tmp_path: Path, tokenizer, words: list[int], limit: int, **agentrl) -> AgentRLDataset:
     rows = [
-        {"data_source": "aime2024", "prompt": [{"role": "user", "content": " ".join(["seven"] * w)}], "ability": "m"}
+        {
+            "data_source": "aime2024",
+            "prompt": [{"role": "user", "content": " ".join(["seven"] * w)}],
+            "ability": "m",
+            "reward_model": {"ground_truth": "7", "style": "rule"},
+        }
         for w in words
     ]
     path = tmp_path / "rows.parquet"
@@ -91,3 +98,36 @@ def test_settings_resolution() -> None:
         DatasetSettings.from_data_config({"agentrl": {"prompt_filter": True}})
     with pytest.raises(TypeError, match="prompt_filter_counts_tools must be"):
         DatasetSettings.from_data_config({"agentrl": {"prompt_filter_counts_tools": "yes"}})
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on it
+
+
+def test_a_row_the_graders_cannot_parse_stops_the_load_by_number(tmp_path, tiny_model_dir) -> None:
+    """Issue 40 item 8: refused at load, naming the row, never a grader_error mid-run."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    good_code = json.dumps({"inputs": ["1\n"], "outputs": ["1\n"], "fn_name": None})
+    truths = [
+        ("aime2024", "7"),
+        ("skywork_code", DEEP),  # nested too deeply: RecursionError in json
+        ("skywork_code", good_code),
+        ("gpqa_diamond", "(B)"),
+        ("skywork_code", json.dumps({"inputs": ["1"], "outputs": [DEEP], "fn_name": "f"})),
+        ("aime2024", None),
+    ]
+    rows = [
+        {"data_source": source, "prompt": [{"role": "user", "content": "Q?"}], "ability": "m",
+         "reward_model": {"ground_truth": truth, "style": "rule"}}
+        for source, truth in truths
+    ]  # fmt: skip
+    path = tmp_path / "rows.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    config = OmegaConf.create({"max_prompt_length": 512, "cache_dir": str(tmp_path / "cache"), "agentrl": {}})
+    with pytest.raises(ValueError, match="4 row\\(s\\) whose ground truth cannot be graded") as refused:
+        AgentRLDataset(str(path), tokenizer, config)
+    message = str(refused.value)
+    assert re.findall(r"row (\d+) \(", message) == ["1", "3", "4", "5"]
+    assert message.count("RecursionError") == 2 and "one uppercase option letter" in message
+    good = [row for i, row in enumerate(rows) if i in (0, 2)]
+    pd.DataFrame(good).to_parquet(path)
+    assert len(AgentRLDataset(str(path), tokenizer, config)) == 2
