@@ -90,7 +90,9 @@ $(STAMP): pyproject.toml agentrl_sandbox/pyproject.toml
 SANDBOX_ALONE_VENV ?= /tmp/agentrl-sandbox-alone
 test-sandbox-alone: install  ## agentrl_sandbox's tests from `pip install ./agentrl_sandbox` in a bare venv
 	rm -rf $(SANDBOX_ALONE_VENV) && $(PYTHON_BOOTSTRAP) -m venv $(SANDBOX_ALONE_VENV)
-	$(SANDBOX_ALONE_VENV)/bin/pip install -q './agentrl_sandbox[test]'
+	@# from a copy: pip builds in the source folder, and the checkout stays clean
+	cp -r agentrl_sandbox $(SANDBOX_ALONE_VENV)/agentrl_sandbox_src
+	$(SANDBOX_ALONE_VENV)/bin/pip install -q '$(SANDBOX_ALONE_VENV)/agentrl_sandbox_src[test]'
 	$(SANDBOX_ALONE_VENV)/bin/python -c "import importlib.util as u, sys; \
 	  sys.exit([m for m in ('verl', 'torch', 'vllm', 'agentrl_recipe') if u.find_spec(m)] and 'not bare' or 0)"
 	cd $(SANDBOX_ALONE_VENV) && AGENTRL_SANDBOX_RUNTIME_DIR=$(abspath $(VENV))/agentrl-sandbox \

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from verl.plugin.platform.platform_base import PlatformBase
 
+from verl_cpu import names
 from verl_cpu.device_module import cpu_device_module
 
 VISIBLE_DEVICES_ENV = "AGENTRL_CPU_VISIBLE_DEVICES"  # set by Ray per worker, read by nothing: CPUs are not devices
@@ -56,8 +57,9 @@ class CPUPlatform(PlatformBase):
         return True
 
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
-        # Never auto-detected: only VERL_PLATFORM=agentrl_cpu selects it, so GPU machines are unaffected.
-        return False
+        # verl's probe when VERL_PLATFORM is unset: only where nothing else can run (a CPU-only torch build and no
+        # accelerator another platform detects), so a GPU machine never picks it (names.cpu_platform_selected).
+        return names.cpu_platform_selected()
 
     def current_device(self) -> str:  # type: ignore[override]  # verl formats it into a torch device string
         return "cpu"

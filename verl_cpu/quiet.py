@@ -53,26 +53,10 @@ def install() -> None:
             target.addFilter(DropNotices(prefixes))
 
 
-def accelerator_detected() -> bool:
-    """Whether one of verl's other registered platforms detects its accelerator here (verl's own probe)."""
-    from verl.plugin.platform.platform_manager import PlatformRegistry
-
-    for name in PlatformRegistry.registered_names():
-        platform_cls = PlatformRegistry.get(name)
-        if name == names.PLATFORM or platform_cls is None:
-            continue
-        try:
-            if platform_cls().is_platform_available(use_smi_check=True):
-                return True
-        except Exception:  # verl's probe treats a failing platform as absent, and so do we
-            continue
-    return False
-
-
 def prefer_cpu_platform() -> str | None:
     """Select ``agentrl_cpu`` in this process when neither ``VERL_PLATFORM`` nor an accelerator says otherwise;
     returns the platform name chosen here, or None when verl's own choice stands."""
-    if os.environ.get(names.PLATFORM_ENV, "").strip() or accelerator_detected():
+    if os.environ.get(names.PLATFORM_ENV, "").strip() or names.other_platform_detected():
         return None
     from verl.plugin.platform import set_platform
 

@@ -1,4 +1,4 @@
-"""Run Python in a fresh process with or without the CPU platform selected (verl's platform is a process singleton)."""
+"""Run Python in a fresh process, the CPU platform selected or another (verl's platform is a process singleton)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from verl_cpu import names
 def run_probe(code: str, *, cpu: bool = True, extra_env: dict[str, str] | None = None, timeout: int = 240) -> dict:
     """Run ``code`` (which prints one JSON line after ``@@``) in a fresh interpreter; returns that JSON."""
     env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
-    if cpu:
-        env["VERL_PLATFORM"] = names.PLATFORM
+    # cpu=False: another platform, as on a GPU node (here, with no accelerator, an unset one would be the CPU one)
+    env["VERL_PLATFORM"] = names.PLATFORM if cpu else "nvidia"
     env.update(extra_env or {})
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]

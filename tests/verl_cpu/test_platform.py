@@ -1,4 +1,5 @@
-"""The agentrl_cpu platform as verl sees it: selected only by VERL_PLATFORM, device helpers answering for the host."""
+"""The agentrl_cpu platform as verl sees it: selected by VERL_PLATFORM or where nothing else can run, device helpers
+answering for the host."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_verl_platform_cpu_selects_it_in_a_fresh_process() -> None:
     }
 
 
-def test_without_verl_platform_nothing_changes() -> None:
+def test_another_verl_platform_keeps_verls_choice() -> None:
     code = textwrap.dedent(
         """
         import json
@@ -67,10 +68,30 @@ def test_every_abstract_member_of_verls_platform_base_is_implemented() -> None:
     assert issubclass(CPUPlatform, PlatformBase)
 
 
-def test_never_auto_detected() -> None:
-    # verl probes registered platforms when VERL_PLATFORM is unset: a GPU machine must never pick the CPU one.
-    assert CPUPlatform().is_platform_available(use_smi_check=True) is False
+def test_auto_detected_only_where_nothing_else_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl probes registered platforms when VERL_PLATFORM is unset: the CPU one answers only on a CPU-only torch
+    build with no accelerator another platform detects: a GPU node (or a CPU-only Ray actor on one) never picks it."""
+    import torch
+
     assert names.PLATFORM.startswith("agentrl_")
+    monkeypatch.delenv(names.PLATFORM_ENV, raising=False)
+    for cuda, other, chosen in ((None, False, True), (None, True, False), ("12.8", False, False)):
+        names._no_accelerator.cache_clear()
+        monkeypatch.setattr(torch.version, "cuda", cuda)
+        monkeypatch.setattr(names, "other_platform_detected", lambda other=other: other)
+        assert CPUPlatform().is_platform_available(use_smi_check=True) is chosen, (cuda, other)
+    names._no_accelerator.cache_clear()
+    monkeypatch.setenv(names.PLATFORM_ENV, "nvidia")  # an explicit choice stands
+    assert names.cpu_platform_selected() is False
+
+
+def test_a_plain_import_on_a_host_without_accelerator_selects_it() -> None:
+    if names.other_platform_detected():
+        pytest.skip("this host has an accelerator: verl's own choice stands")
+    code = "import json, verl\nfrom verl.plugin.platform import get_platform\n"
+    code += "print('@@' + json.dumps(type(get_platform()).__name__))"
+    seen = run_probe(code, extra_env={"VERL_PLATFORM": ""})
+    assert seen == "CPUPlatform"
 
 
 @pytest.mark.parametrize("num_gpus", [1, 2])

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from verl_cpu import quiet
+from verl_cpu import names, quiet
 
 PROBE = """
-from verl_cpu import quiet
+from verl_cpu import names, quiet
 print(quiet.prefer_cpu_platform())
 from verl.utils.device import get_device_name
 print(get_device_name())
@@ -27,7 +27,7 @@ def _probe(**env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.skipif(quiet.accelerator_detected(), reason="this host has an accelerator: verl's own choice stands")
+@pytest.mark.skipif(names.other_platform_detected(), reason="this host has an accelerator: verl's own choice stands")
 def test_a_cpu_host_selects_the_cpu_platform_without_verls_fallback_warning() -> None:
     run = _probe()
     assert run.returncode == 0, run.stderr
