@@ -30,7 +30,8 @@ MODULE = re.compile(rf"(?<![\w./-])(?:pkg://)?((?:{'|'.join(PACKAGES)})(?:\.[A-Z
 # a shortened path (`rewards/code/grade.py`, `recipe/grpo_tcr.yaml`): some repository file must end with it
 SHORT = re.compile(r"(?<![\w./:-])([\w.-]+(?:/[\w.*<>-]+)+\.(?:py|yaml|md|txt|patch|jinja|toml))\b")
 # files of other repositories: the released Open-AgentRL code, verl, SandboxFusion
-EXTERNAL = ("recipe/demystify/", "verl/", "examples/", "sandbox_fusion/", "runtime/python/")  # runtime/: SandboxFusion
+# files of other repositories; runtime/python/ and sandbox/runners/: SandboxFusion
+EXTERNAL = ("recipe/demystify/", "verl/", "examples/", "sandbox_fusion/", "runtime/python/", "sandbox/runners/")
 METRICS = (
     "agentrl_sandbox/server/",
 )  # step-metric names that start like a folder (agentrl_recipe/training/sandbox_routes.py)
