@@ -223,7 +223,8 @@ def is_loopback(host: str) -> bool:
 
 def _bench(args: argparse.Namespace) -> int:
     # The HTTP client stack (httpx) loads for `bench` only, like the server's for `serve`.
-    from agentrl_sandbox.fleet_bench import WORKLOADS, bench_fleet
+    from agentrl_sandbox.bench_calls import WORKLOADS
+    from agentrl_sandbox.fleet_bench import bench_fleet
     from agentrl_sandbox.fusion_client import SandboxFusionClient
 
     cfg = dataclasses.replace(_config(args), backend="sandbox_fusion", max_concurrency=args.concurrency)

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl_sandbox.bench_calls import WORKLOADS, run_calls
+from agentrl_sandbox.bench_calls import run_calls
 from agentrl_sandbox.fusion_client import SandboxFusionClient
-
-__all__ = ["WORKLOADS", "bench_fleet"]
 
 
 def bench_fleet(client: SandboxFusionClient, code: str, calls: int, concurrency: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Does GRPO-TCR raise held-out accuracy in the demo on every seed? Runs the whole demo once per seed.
 
-    .venv/bin/python benchmarks/demo_seeds.py [--seeds 0 1 2] [--out demo_seeds] [--fast]
+    .venv/bin/python -m benchmarks.demo_seeds [--seeds 0 1 2] [--out demo_seeds] [--fast]   (from the repository root)
 
 Per seed: `python -m demo.demo --seed S` (verl's SFT trainer, the eval harness, verl's main_ppo, the eval harness
 again) and, from that run's eval reports, held-out avg@k after SFT and after GRPO-TCR with the harness's 95%
@@ -15,7 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # demo/ is at the repository root, not installed
 from agentrl_recipe.atomic_io import atomic_write_text
 from demo.demo import DemoSettings, run_demo
 

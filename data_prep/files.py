@@ -16,7 +16,7 @@ from typing import Any
 
 from agentrl_recipe.atomic_io import (
     atomic_write_json,
-    atomic_write_parquet,  # cli/launch.py imports the latter from here
+    atomic_write_parquet,
 )
 from agentrl_recipe.problems import read_local_file
 

@@ -145,3 +145,33 @@ def test_the_checks_catch_a_broken_path_and_module() -> None:
     assert "extending" in _anchors(README) and "no-such-section" not in _anchors(README)
     files = _repo_files()
     assert _suffix_exists("rewards/code/grade.py", files) and not _suffix_exists("rewards/code_grading.py", files)
+
+
+def _prose_of_python(path: Path) -> str:
+    """The docstrings and comments of a Python file: where a moved file is still named after the move."""
+    import ast
+    import io
+    import tokenize
+
+    source = path.read_text(encoding="utf-8")
+    texts = [
+        ast.get_docstring(node, clean=False) or ""
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    texts += [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+    return "\n".join(texts)
+
+
+SOURCE_FILES = sorted(p for top in (*PACKAGES, "demo", "benchmarks") for p in (REPO / top).rglob("*.py"))
+
+
+def test_every_path_and_module_a_docstring_or_comment_names_exists() -> None:
+    missing = []
+    for path in SOURCE_FILES:
+        prose = _prose_of_python(path)
+        named = [m.group(1) for m in PATH.finditer(prose) if not m.group(1).startswith(METRICS)]
+        missing += [f"{path.relative_to(REPO)}: {p}" for p in named if not _path_exists(p)]
+        missing += [f"{path.relative_to(REPO)}: {m}" for m in map(lambda m: m.group(1), MODULE.finditer(prose))
+                    if not _module_exists(m)]  # fmt: skip
+    assert not missing, "docstrings and comments name what does not exist:\n" + "\n".join(missing)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe import atomic_io as core_io
-from agentrl_recipe.atomic_io import atomic_write_text as atomic_write_text  # runner and generate import it from here
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ done in the trusted parent. Known deviation of that engine from LCB, kept on pur
 programs).
 
 Tests come from the eval row's ground truth, which data prep builds from LiveCodeBench's release (public + private
-tests decoded, ``data_prep.jobs.eval_sets.decode_lcb_tests``): ``{"inputs", "outputs", "fn_name"}`` as a
+tests decoded, ``data_prep.eval_lcb.decode_lcb_tests``): ``{"inputs", "outputs", "fn_name"}`` as a
 JSON string.
 """
 

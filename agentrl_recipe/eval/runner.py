@@ -22,8 +22,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from agentrl_recipe.atomic_io import atomic_write_text
 from agentrl_recipe.eval import report as report_lib
-from agentrl_recipe.eval.dump import RolloutDump, atomic_write_json, atomic_write_text
+from agentrl_recipe.eval.dump import RolloutDump, atomic_write_json
 from agentrl_recipe.eval.eval_set import EvalProblem, load_problems
 from agentrl_recipe.eval.protocol import RESUMABLE_CHANGES, EvalConfig, protocol_deviations
 from agentrl_recipe.eval.records import grade_items, make_record, regrade_infra_failures

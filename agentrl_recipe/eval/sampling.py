@@ -18,7 +18,7 @@ from omegaconf import OmegaConf, open_dict
 from verl.utils.import_utils import resolve_config_path
 
 from agentrl_recipe import names
-from agentrl_recipe.eval.dump import atomic_write_text
+from agentrl_recipe.atomic_io import atomic_write_text
 from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.protocol import COMPAT_KEY, EvalConfig
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory

@@ -53,6 +53,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from agentrl_recipe import names
+from agentrl_recipe.atomic_io import atomic_write_parquet
 from agentrl_recipe.cli import preflight
 from agentrl_recipe.cli.configs.checks import check, resolved
 from agentrl_recipe.cli.configs.files import compose, find_file, locate
@@ -65,7 +66,6 @@ from agentrl_recipe.offline import vllm_server
 from agentrl_recipe.training import recipe_config as agentrl_config
 from agentrl_sandbox.config import ENV_SANDBOX_URL
 from agentrl_sandbox.runtime_env import ENV_SANDBOX_PYTHON
-from data_prep.files import atomic_write_parquet
 from verl_cpu import names as cpu_names
 from verl_cpu import quiet
 

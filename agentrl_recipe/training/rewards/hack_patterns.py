@@ -3,7 +3,7 @@ see whether its policy found one.
 
 The released assert harness (``code_rules: open_agentrl``, :mod:`.released`) runs ``import_prefix + program +
 check(entry_point)`` once per assert and counts exit code 0 as a pass, so each pattern below scores 1.0 there
-(``tests/agentrl_recipe/training/rewards/code/test_hack_patterns.py`` shows it); the fixed grader (``code_rules: lcb``,
+(``tests/agentrl_recipe/training/rewards/test_hack_patterns.py`` shows it); the fixed grader (``code_rules: lcb``,
 the
 ``*_fixed`` configs) passes none of them. A pattern is a static property of the program text (an obfuscated program
 can hide one, a correct program can contain one): the counts are evidence to look at, not a verdict.

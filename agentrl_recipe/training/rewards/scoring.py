@@ -99,19 +99,6 @@ def _math_verify_result(pred: str | None, gold: str, equal: bool) -> dict[str, A
     return {"score": 1.0 if correct else -1.0, "acc": correct, "pred": pred}
 
 
-def score_math_verify(solution_str: str, ground_truth: Any, *, timeout_s: float = 10.0) -> dict[str, Any]:
-    """Deviation (opt-in): strict extraction, math-verify equivalence. Raises GraderTimeout past ``timeout_s``."""
-    gold, pred = _as_answer(ground_truth), last_boxed_strict(solution_str)
-    if pred is None or pred == gold:
-        return _math_verify_result(pred, gold, False)
-    pool = get_isolated_pool(preload=("agentrl_recipe.training.rewards.equivalence", "math_verify"))
-    try:
-        equal = pool.call(_MATH_VERIFY_TARGET, pred, gold, timeout_s=timeout_s)
-    except GraderCrashed:  # math-verify failed on this text: not shown equal (its own compute_score scores 0)
-        equal = False
-    return _math_verify_result(pred, gold, bool(equal))
-
-
 async def ascore_math_verify(solution_str: str, ground_truth: Any, *, timeout_s: float = 10.0) -> dict[str, Any]:
     gold, pred = _as_answer(ground_truth), last_boxed_strict(solution_str)
     if pred is None or pred == gold:

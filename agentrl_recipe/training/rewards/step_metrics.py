@@ -110,10 +110,3 @@ def hack_pattern_counts(
         out[f"{prefix}/hack_pattern/{name}"] = float(len(rows))
         out[f"{prefix}/hack_pattern/{name}/acc"] = float(sum(accs[i] is not None and bool(accs[i]) for i in rows))
     return out
-
-
-def reward_metrics_from_batch(batch: Any, *, prefix: str = "reward") -> dict[str, float]:
-    """:func:`reward_metrics` over a DataProto whose non_tensor_batch has ``data_source`` and the reward columns."""
-    columns = batch.non_tensor_batch
-    infos = {key: list(columns[key]) for key in _USED_KEYS if key in columns}
-    return reward_metrics(list(columns["data_source"]), infos, prefix=prefix)

@@ -1,6 +1,6 @@
 """Runtime fix of verl 0.9.1: ``separate_async`` with ``actor_rollout_ref.hybrid_engine: false`` dies at start-up.
 
-Exists only for a verl bug: delete once verl has upstream/0010-separate-async-logger-no-flush.patch.
+Exists only for a verl bug: delete once verl has upstream/0010-logging-calls-without-flush.patch.
 
 ``verl/trainer/ppo/v1/trainer_separate_async.py::PPOTrainerSeparateAsync._setup`` (line 181) logs
 ``logger.info("[V1SepAsync] hybrid replicas disabled ...", flush=True)``: ``flush`` is ``print``'s keyword, and at

@@ -21,8 +21,7 @@ The tests and the grade: :mod:`.grade`; the comparison rules: :mod:`.lcb_rules`.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from agentrl_recipe.training.rewards.code.driver_runs import GradeProgress, frame_text
@@ -125,26 +124,3 @@ async def agrade_program(
 def grade_program(program: str, tests: CodeTests | str | Mapping[str, Any], **kwargs: Any) -> CodeGrade:
     """Blocking :func:`agrade_program`; callable from sync code, including from inside a running event loop's thread."""
     return run_coroutine_sync(agrade_program(program, tests, **kwargs))
-
-
-def grade_many(
-    programs: Sequence[str],
-    tests: Sequence[CodeTests | str | Mapping[str, Any]],
-    *,
-    concurrency: int = 8,
-    **kwargs: Any,
-) -> list[CodeGrade]:
-    """Grade ``programs[i]`` on ``tests[i]`` with at most ``concurrency`` programs in flight (eval, benchmarks)."""
-    if len(programs) != len(tests):
-        raise ValueError(f"{len(programs)} programs but {len(tests)} test sets")
-
-    async def run_all() -> list[CodeGrade]:
-        sem = asyncio.Semaphore(concurrency)
-
-        async def one(program: str, t: Any) -> CodeGrade:
-            async with sem:
-                return await agrade_program(program, t, **kwargs)
-
-        return list(await asyncio.gather(*(one(p, t) for p, t in zip(programs, tests, strict=True))))
-
-    return run_coroutine_sync(run_all())

@@ -82,7 +82,7 @@ def test_strict_answer_window_is_the_last_100_characters(solution: str, pred) ->
     assert scoring.last_boxed_strict(solution) == pred
     assert compute_score(names.DS_AIME24, solution, "34")["pred"] == pred  # verl's math_dapo, strict_box_verify
     assert (scoring.STRICT_OUTER_WINDOW, scoring.STRICT_INNER_WINDOW) == (300, 100)
-    verify = scoring.score_math_verify(solution, pred if pred is not None else "34")
+    verify = asyncio.run(scoring.ascore_math_verify(solution, pred if pred is not None else "34"))
     assert (verify["pred"], verify["score"]) == (pred, 1.0 if pred is not None else -1.0)
 
 
