@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,6 +51,8 @@ VERL_VERSION = "0.9.1"
 TARGET_COMMIT = "1dda039b9c6311889a9c9a26040677e1254814f9"
 # A test that fails with one of these fails for the wrong reason: a symbol the fix adds, not the bug's symptom.
 WRONG_REASONS = ("ImportError", "ModuleNotFoundError", "SyntaxError", "NameError")
+# Ray's logical CPUs in the test runs (scheduling tokens, not cores): at least what verl's TransferQueue tests need.
+RAY_TEST_CPUS = max(8, os.cpu_count() or 1)
 # Dropped into the temp repo's root: a test run that imports any other verl would prove nothing.
 ROOT_CONFTEST = """import importlib.util, pathlib
 _origin = pathlib.Path(importlib.util.find_spec("{pkg}").origin).resolve()
@@ -308,9 +313,126 @@ def added_test_names(diff: FileDiff) -> list[str]:
     return names
 
 
-def run_tests(repo: Path, targets: list[str], timeout: int) -> Run:
-    xml = repo / ".junit.xml"
-    env = {
+# verl's heavy dependencies (not verl: each run must import the copy's). A run is pytest in a fork of a process that
+# has imported them already (a "zygote"), which spares each run their import (most of verl's import time).
+PRELOAD = ("numpy", "torch", "transformers", "tensordict", "omegaconf", "hydra", "pydantic", "ray", "pytest")
+ZYGOTE = r"""
+import importlib, json, os, signal, sys, time
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+print("ready", flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    with open(job["output"], "wb") as out:
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            os.chdir(job["cwd"])
+            os.environ.clear()
+            os.environ.update(job["env"])
+            sys.path.insert(0, job["cwd"])
+            sys.argv = ["pytest", *job["args"]]
+            code = 1
+            try:
+                import pytest
+                code = int(pytest.main(job["args"]))
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+    deadline, status = time.monotonic() + job["timeout"], None
+    while status is None:
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(raw)
+        elif time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            status = "timeout"
+        else:
+            time.sleep(0.05)
+    print(json.dumps({"returncode": status}), flush=True)
+"""
+
+
+class Zygote:
+    """A Python process with ``PRELOAD`` imported that runs each pytest call in a fork of itself (one at a time)."""
+
+    def __init__(self, env: dict[str, str], preload: tuple[str, ...] = PRELOAD):
+        self.env = env
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE, *preload],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("the test zygote did not start")
+
+    def run(self, cwd: Path, env: dict[str, str], args: list[str], timeout: int) -> tuple[int | str, str]:
+        """pytest ``args`` in ``cwd`` with ``env``: its exit status ("timeout" when killed) and output."""
+        output = cwd / ".pytest-output.txt"
+        job = {"cwd": str(cwd), "env": env, "args": args, "timeout": timeout, "output": str(output)}
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError("the test zygote exited")
+        text = output.read_text(errors="replace") if output.exists() else ""
+        output.unlink(missing_ok=True)
+        return json.loads(answer)["returncode"], text
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+
+
+class Zygotes:
+    """Idle zygotes for the check's threads: one per concurrent run, made on first use; ``None`` runs plain pytest."""
+
+    def __init__(self):
+        self.idle: list[Zygote] = []
+        self.all: list[Zygote] = []
+        self.lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def take(self, env: dict[str, str]):
+        with self.lock:
+            zygote = next((z for z in self.idle if z.env == env), None)
+            if zygote is not None:
+                self.idle.remove(zygote)
+        if zygote is None:
+            zygote = Zygote(env)
+            with self.lock:
+                self.all.append(zygote)
+        try:
+            yield zygote
+        finally:
+            with self.lock:
+                self.idle.append(zygote)
+
+    def close(self) -> None:
+        for zygote in self.all:
+            zygote.close()
+
+
+ZYGOTES: Zygotes | None = None  # set by check_all for its runs
+
+
+def run_env(repo: Path) -> dict[str, str]:
+    """The environment of a test run, and of its zygote (whose imports read some of it, e.g. HF_HUB_OFFLINE)."""
+    return {
         **os.environ,
         "PYTHONPATH": str(repo),
         "VERL_USE_EXTERNAL_PLUGINS": "none",  # our own plugin must not fix the bug behind the test's back
@@ -319,16 +441,33 @@ def run_tests(repo: Path, targets: list[str], timeout: int) -> Run:
         "TRANSFORMERS_OFFLINE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # a local test cluster needs no token auth
+        # Ray's logical CPUs for a local test cluster: verl's TransferQueue fixture (a controller and two storage
+        # units, one CPU each) waits forever where Ray counts two CPUs; verl's CI runners have more.
+        "RAY_OVERRIDE_RESOURCES": os.environ.get("RAY_OVERRIDE_RESOURCES", json.dumps({"CPU": RAY_TEST_CPUS})),
     }
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
+
+
+def run_tests(repo: Path, targets: list[str], timeout: int) -> Run:
+    xml = repo / ".junit.xml"
+    env = run_env(repo)
+    args = ["-q", "-p", "no:cacheprovider", "-o", "addopts="]
     if importlib.util.find_spec("pytest_asyncio"):
-        command += ["--asyncio-mode=auto"]  # as verl's cpu_unit_tests job runs them
-    command += ["--rootdir", str(repo), f"--junitxml={xml}", *targets]
-    try:
-        done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        return Run(returncode=-1, errors=[f"timed out after {timeout} s"], output=str(exc.stdout or ""))
-    run = Run(returncode=done.returncode, output=done.stdout + done.stderr)
+        args += ["--asyncio-mode=auto"]  # as verl's cpu_unit_tests job runs them
+    args += ["--rootdir", str(repo), f"--junitxml={xml}", *targets]
+    if ZYGOTES is not None:
+        zygote_env = {**env, "PYTHONPATH": ""}
+        with ZYGOTES.take(zygote_env) as zygote:
+            returncode, output = zygote.run(repo, env, args, timeout)
+        if returncode == "timeout":
+            return Run(returncode=-1, errors=[f"timed out after {timeout} s"], output=output)
+        run = Run(returncode=int(returncode), output=output)
+    else:
+        command = [sys.executable, "-m", "pytest", *args]
+        try:
+            done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            return Run(returncode=-1, errors=[f"timed out after {timeout} s"], output=str(exc.stdout or ""))
+        run = Run(returncode=done.returncode, output=done.stdout + done.stderr)
     if xml.exists():
         for case in ET.parse(xml).iter("testcase"):
             run.tests += 1
@@ -363,7 +502,7 @@ def make_base_repo(source: Source, root: Path) -> Path:
     ):
         if args[0] == "add" and source.root is not None:  # verl's checks read git's files: ours stay untracked
             (base / ".git" / "info").mkdir(parents=True, exist_ok=True)
-            (base / ".git" / "info" / "exclude").write_text("/conftest.py\n/.junit.xml\n")
+            (base / ".git" / "info" / "exclude").write_text("/conftest.py\n/.junit.xml\n/.pytest-output.txt\n")
         done = git(base, *args)
         if done.returncode:
             raise RuntimeError(f"git {args[0]} failed in {base}: {done.stderr.strip()}")
@@ -630,8 +769,26 @@ def verl_source(root: Path, ref: str = "HEAD", scratch: Path | None = None) -> S
 
 
 def check_all(
-    source: Source, patches: list[Path], evidence: list[Path] = (), jobs: int = 2, timeout: int = 600
+    source: Source,
+    patches: list[Path],
+    evidence: list[Path] = (),
+    jobs: int = 2,
+    timeout: int = 600,
+    preload: bool = True,
 ) -> list[Result]:
+    """Every patch (``jobs`` at once), the evidence tests and the series; the pytest runs fork from zygotes with
+    verl's dependencies imported (``preload``), else each is a fresh interpreter."""
+    global ZYGOTES
+    ZYGOTES = Zygotes() if preload else None
+    try:
+        return _check_all(source, patches, evidence, jobs, timeout)
+    finally:
+        if ZYGOTES is not None:
+            ZYGOTES.close()
+        ZYGOTES = None
+
+
+def _check_all(source: Source, patches: list[Path], evidence, jobs: int, timeout: int) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="upstream-check-") as tmp:
         work = Path(tmp)
         base = make_base_repo(source, work)
@@ -662,6 +819,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verl-ref", default="HEAD", help="the commit to check in a bare --verl-src (default HEAD)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="patches checked at once")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per pytest run")
+    parser.add_argument("--no-preload", action="store_true", help="each pytest run a fresh interpreter (no zygote)")
     args = parser.parse_args(argv)
     patches = sorted(args.patches.glob("[0-9][0-9][0-9][0-9]-*.patch"))
     if not patches:
@@ -672,7 +830,9 @@ def main(argv: list[str] | None = None) -> int:
         source = verl_source(args.verl_src, args.verl_ref, Path(scratch)) if args.verl_src else installed_verl()
         commit = f" at {source.commit}" if source.commit else ""
         print(f"upstream-check: verl {source.version} from {source.package.parent}{commit}", flush=True)
-        results = check_all(source, patches, evidence, jobs=args.jobs, timeout=args.timeout)
+        results = check_all(
+            source, patches, evidence, jobs=args.jobs, timeout=args.timeout, preload=not args.no_preload
+        )
     for result in results:
         print(report(result), flush=True)
     return 0 if all(r.ok for r in results) else 1

@@ -8,9 +8,11 @@ upstream/*.patch runs verl's import twice per patch and is marked slow.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -311,3 +313,19 @@ def test_verl_ci_reads_the_pinned_linters_and_local_hooks_from_the_tree(tmp_path
     verl_ci = check.load_verl_ci()
     assert verl_ci.pinned_revs(tmp_path) == {"ruff": "0.12.2", "mypy": "1.17.0"}
     assert verl_ci.local_hooks(tmp_path) == [verl_ci.Hook("check-license", "python3 check_license.py")]
+
+
+def test_a_zygote_runs_pytest_in_a_fork_and_kills_a_run_past_its_timeout(tmp_path: Path) -> None:
+    (tmp_path / "test_quick.py").write_text("import time\n\n\ndef test_quick():\n    assert time.time()\n")
+    (tmp_path / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    zygote = check.Zygote(env, preload=())
+    try:
+        returncode, output = zygote.run(tmp_path, env, ["-q", "-p", "no:cacheprovider", "test_quick.py"], timeout=120)
+        assert (returncode, "1 passed" in output) == (0, True), output
+        started = time.monotonic()
+        assert zygote.run(tmp_path, env, ["-q", "-p", "no:cacheprovider", "test_slow.py"], timeout=2)[0] == "timeout"
+        assert time.monotonic() - started < 30
+        assert zygote.run(tmp_path, env, ["-q", "-p", "no:cacheprovider", "test_quick.py"], timeout=120)[0] == 0
+    finally:
+        zygote.close()
