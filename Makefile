@@ -102,7 +102,7 @@ test-sandbox-alone: install  ## agentrl_sandbox's tests from `pip install ./agen
 test: install  ## run the whole CPU test suite
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=$(PYTEST_DURATIONS) $(PYTEST_ARGS)
 
-lint: install  ## ruff check + format check + mypy (agentrl_recipe, agentrl_sandbox, verl_cpu)
+lint: install  ## ruff check + format check + mypy (agentrl_recipe, agentrl_sandbox, verl_cpu, data_prep)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

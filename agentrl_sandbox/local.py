@@ -102,7 +102,7 @@ class LocalSandbox(Sandbox):
         try:
             assert proc.stdout is not None  # stdout=PIPE
             ready = await asyncio.wait_for(read_frame(proc.stdout), timeout=120)
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
             await self._kill()
             await asyncio.sleep(0.05)
             detail = " | ".join(self._stderr_tail[-8:]) or repr(exc)
@@ -204,7 +204,7 @@ class LocalSandbox(Sandbox):
         payload = encode_request(code, stdin, timeout_s, memory_mb, files)
         try:
             reply = await request(self._cmd.socket_paths[tier], payload, timeout_s + REPLY_SLACK_S)
-        except (OSError, EOFError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, OSError, EOFError, ValueError) as exc:
             return ExecResult.infra(f"sandbox run failed: {type(exc).__name__}: {exc}", time.monotonic() - start)
         if not self._info.get("isolation"):
             self._info["isolation"] = reply.get("isolation", {})

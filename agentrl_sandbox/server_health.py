@@ -50,7 +50,7 @@ class DeepHealth:
             res = await asyncio.wait_for(self.sandbox.aprobe(self.timeout_s), self.timeout_s + 5.0)
             ok = res.status == "ok" and res.stdout.strip() == PROBE_STDOUT
             error = "" if ok else f"probe run: {res.status}: {(res.message or res.stderr or res.stdout)[:300]}"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ok, error = False, f"probe run not answered within {self.timeout_s + 5.0:g} s"
         except Exception as exc:  # the pool failed, not the probe
             ok, error = False, f"probe run: {type(exc).__name__}: {exc}"

@@ -15,8 +15,7 @@ import sys
 def standalone(module_name: str) -> int:
     """``python -m data_prep.<job> …``: the same arguments as ``agentrl-recipe data <job> …``."""
     module = sys.modules[module_name]
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {module.__spec__.name}", description=module.__doc__.splitlines()[0]
-    )
+    name = module.__spec__.name if module.__spec__ is not None else module_name
+    parser = argparse.ArgumentParser(prog=f"python -m {name}", description=(module.__doc__ or name).splitlines()[0])
     module.add_arguments(parser)
     return int(module.main(parser.parse_args()) or 0)

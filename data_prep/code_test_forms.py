@@ -96,9 +96,9 @@ def leetcode_assert_tests(tests: dict, content: str) -> dict[str, Any]:
                 raise ValueError("not `assert candidate(...) == value`")
             call = node.test.left
             args = [ast.literal_eval(a) for a in call.args]
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-            if None in kwargs:
+            if any(k.arg is None for k in call.keywords):
                 raise ValueError("**kwargs")
+            kwargs = {str(k.arg): ast.literal_eval(k.value) for k in call.keywords}
             if kwargs:
                 order = params if params is not None else list(kwargs)
                 rest = order[len(args) :]

@@ -10,6 +10,7 @@ import io
 import json
 import pickle
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from agentrl_recipe import names
@@ -59,7 +60,7 @@ def encode_lcb_tests(tests: list[dict]) -> str:
     return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode("utf-8")
 
 
-def make_lcb_converter(tests_mode: str, start_date: str | None, end_date: str | None):
+def make_lcb_converter(tests_mode: str, start_date: str | None, end_date: str | None) -> Callable[[dict], dict | None]:
     def convert(row: dict) -> dict | None:
         if "question_content" in row:
             return _lcb_upstream(row, tests_mode, start_date, end_date)

@@ -47,7 +47,7 @@ def load_source(spec: str, *, default_split: str = "train", config: str | None =
     Hub ids go through ``datasets.load_dataset(id, config, split=...)``; ``id:split`` picks the split.
     """
     if is_local_source(spec):
-        out = []
+        out: list[tuple[str, int, dict[str, Any]]] = []
         for path in source_files(spec):
             out.extend((str(path), i, row) for i, row in enumerate(read_local_file(path)))
         return out

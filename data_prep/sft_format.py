@@ -55,7 +55,8 @@ def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 def _normalize_call(call: Any, where: str) -> dict[str, Any]:
     if not isinstance(call, dict):
         raise ConvertError(where, "a tool call must be an object")
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = call.get("function")
+    fn: dict[str, Any] = function if isinstance(function, dict) else call
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         raise ConvertError(f"{where}.function.name", "missing tool name")
@@ -97,7 +98,7 @@ def normalize_messages(messages: Any) -> list[dict[str, Any]]:
                 calls.append(_normalize_call(msg["function_call"], f"{where}.function_call"))
             if not calls and "<tool_call>" in content:
                 content, calls = split_inline_tool_calls(content, where)
-            new = {"role": "assistant", "content": content.strip() if calls else content}
+            new: dict[str, Any] = {"role": "assistant", "content": content.strip() if calls else content}
             if calls:
                 new["tool_calls"] = calls
             out.append(new)
@@ -135,7 +136,8 @@ def check_with_verl_dataset(parquet: Path, tokenizer_path: str | Path, *, max_le
         "messages_key": "messages",
         "tools_key": "tools",
     }
-    ds = MultiTurnSFTDataset([str(parquet)], tok, config)
+    # transformers types AutoTokenizer as its backends union, verl annotates one of them; verl reads a DictConfig
+    ds = MultiTurnSFTDataset([str(parquet)], tok, OmegaConf.create(config))  # type: ignore[arg-type]
     errors: dict[int, str] = {}
     for i in range(len(ds)):
         try:

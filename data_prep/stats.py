@@ -11,7 +11,7 @@ import numpy as np
 from agentrl_recipe.atomic_io import atomic_write_json, save_figure
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib  # here: Agg must be chosen before pyplot is imported, and only plotting pays for it
 
     matplotlib.use("Agg")

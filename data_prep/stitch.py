@@ -41,9 +41,10 @@ def stitch(problem: str, solution: str, *, run_code: Any, execute: str) -> list[
         nonlocal text_buf, pending_code
         if output is None and execute == "never":
             raise ConvertError("solution", "code block with no <interpreter> output and --execute never")
+        code = pending_code or ""
         if output is None or execute == "all":
-            output = run_code(pending_code)
-        messages.append({"role": "assistant", "content": text_buf.strip(), "tool_calls": [code_call(pending_code)]})
+            output = run_code(code)
+        messages.append({"role": "assistant", "content": text_buf.strip(), "tool_calls": [code_call(code)]})
         messages.append({"role": "tool", "content": output.strip()})
         text_buf, pending_code = "", None
 

@@ -15,6 +15,7 @@ verl selects it with ``VERL_PLATFORM=agentrl_cpu``. What each part means on a ho
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -95,7 +96,7 @@ class CPUPlatform(PlatformBase):
         return VISIBLE_DEVICES_ENV
 
     @contextmanager
-    def nvtx_range(self, msg: str):
+    def nvtx_range(self, msg: str) -> Iterator[None]:
         yield
 
     def profiler_start(self) -> None:

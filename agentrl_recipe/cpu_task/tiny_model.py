@@ -22,6 +22,7 @@ import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 # Same pattern as transformers' Qwen2Tokenizer (PRETOKENIZE_REGEX); kept here so the builder does not depend on a
 # private transformers constant.
@@ -97,7 +98,7 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
     return lines
 
 
-def build_tokenizer(spec: TinyModelSpec = TinyModelSpec()):
+def build_tokenizer(spec: TinyModelSpec = TinyModelSpec()) -> Any:  # a transformers PreTrainedTokenizerFast
     """Train the byte-level BPE and wrap it as a transformers fast tokenizer with the chat template."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import AddedToken, PreTrainedTokenizerFast

@@ -15,7 +15,7 @@ import logging
 import platform
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -131,7 +131,7 @@ def write_report(
         n = int(protocol["n_samples"])
         records = [r for r in records if r["prompt_id"] in wanted and int(r["sample"]) < n]
     extra: dict[str, Any] = {
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "deviations_from_paper": protocol_deviations(protocol),
         "versions": _versions(),
         "files": {"dump": DUMP_FILE, "table": report_lib.TABLE_FILE},

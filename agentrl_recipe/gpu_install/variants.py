@@ -24,12 +24,11 @@ import platform
 import subprocess
 import sys
 import tempfile
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
-
-import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 TORCH_VERSION = "2.13.0"

@@ -22,7 +22,7 @@ import asyncio
 import copy
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ DEFAULT_CONFIG_NAME = "agentrl_rl"
 
 
 @contextmanager
-def _hydra(config_dir: Path):
+def _hydra(config_dir: Path) -> Iterator[None]:
     if GlobalHydra.instance().is_initialized():  # compose inside a hydra app or after a test that left it set up
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import random
 import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,9 @@ def _answer_text(value: Any, field: str) -> str:
     return text
 
 
-def _aime(data_source: str, problem_keys: tuple[str, ...], answer_keys: tuple[str, ...], id_keys: tuple[str, ...]):
+def _aime(
+    data_source: str, problem_keys: tuple[str, ...], answer_keys: tuple[str, ...], id_keys: tuple[str, ...]
+) -> Callable[[dict], dict]:
     def convert(row: dict) -> dict:
         pkey = next((k for k in problem_keys if k in row), problem_keys[0])
         akey = next((k for k in answer_keys if k in row), answer_keys[0])
@@ -76,7 +79,7 @@ def render_gpqa(question: str, options: list[str]) -> str:
     return question.strip() + "\n" + "\n".join(f"({string.ascii_uppercase[i]}) {o}" for i, o in enumerate(options))
 
 
-def make_gpqa_converter(seed: int):
+def make_gpqa_converter(seed: int) -> Callable[[dict], dict]:
     def convert(row: dict) -> dict:
         if "Question" in row:  # upstream Idavidrein/gpqa
             question = text_field(row, "Question")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def histogram(pass_rates: list[float]) -> dict[str, int]:
     return {b: counts.get(b, 0) for b in BINS}
 
 
-def fractions(counts: dict[str, float]) -> dict[str, float]:
+def fractions(counts: Mapping[str, float]) -> dict[str, float]:
     total = sum(counts.values())
     if total <= 0:
         raise SystemExit(f"target histogram {counts} is empty")

@@ -112,7 +112,8 @@ def convert_released(row: dict, *, templating: str, file_map_fn: str, counts: Co
     counts[f"templated_{map_fn}"] += 1
     prompt = [dict(m) for m in row["prompt"]]
     prompt[0] = {**prompt[0], "content": templated(map_fn, label, content)}
-    source_extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+    extra_info = row.get("extra_info")
+    source_extra: dict[str, Any] = extra_info if isinstance(extra_info, dict) else {}
     extra: dict[str, Any] = {"index": 0, "source_label": label, "question": content.strip(), "map_fn": map_fn}
     if source_extra.get("index") is not None:
         extra["source_id"] = str(source_extra["index"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def trajectory_rejection(rec: Any, args: argparse.Namespace) -> str | None:
     return None
 
 
-def summarize_problem(args: argparse.Namespace, tools: list[dict]):
+def summarize_problem(args: argparse.Namespace, tools: list[dict]) -> Callable[[str, dict, list[Any]], dict]:
     def summarize(key: str, row: dict, records: list[Any]) -> dict:
         reasons: Counter[str] = Counter()
         kept: list[dict] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from data_prep.stitch import stitch, synth_problem_and_solution
 SFT_VERSION = 1
 
 
-def sandbox_runner(timeout_s: float, statuses: Counter[str]):
+def sandbox_runner(timeout_s: float, statuses: Counter[str]) -> Callable[[str], str]:
     """``run_code(code) -> output`` in our sandbox (started on the first call); counts each run's status."""
     sandbox = None
 

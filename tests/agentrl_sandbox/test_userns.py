@@ -3,9 +3,8 @@ profile it points at is shipped as package data."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 from agentrl_sandbox import userns
 

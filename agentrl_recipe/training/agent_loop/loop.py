@@ -40,9 +40,10 @@ import dataclasses
 import inspect
 import logging
 import time
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
 from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
@@ -72,7 +73,7 @@ log_filters.install()  # verl's parser ERROR for a malformed call the loop handl
 _VERL_TOOL_EXCEPTION_PREFIX = "Error executing tool"
 
 
-class Termination(str, Enum):
+class Termination(StrEnum):
     """Why a trajectory ended (``fields.TERMINATION``)."""
 
     ANSWER = "answer"  # the model stopped with a final answer and no tool call
@@ -139,7 +140,7 @@ class AgentRLToolAgentLoop(ToolAgentLoop):
         self._answer_check = tasks.load(tasks.by_name("math").answer_check)
         self._stop_texts = [t for t in {self._tok.eos_token, self._tok.pad_token} if t]
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any):
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         self._answer_check = tasks.load(tasks.task_for(str(kwargs.get("data_source") or "")).answer_check)
         trace.mark(names.AGENT_LOOP)
         return await super().run(sampling_params, **kwargs)

@@ -93,7 +93,7 @@ async def within_budget(work: Awaitable[T], budget_s: float, clock: QueueClock) 
             now = time.monotonic()
             remaining = budget_s - (now - start - clock.waiting_s(now))
             if remaining <= 0:
-                raise asyncio.TimeoutError
+                raise TimeoutError
             # while a run waits for its slot the count stands still: look again a little later, or when a run ends
             timeout = max(remaining, RECHECK_S)
             await asyncio.wait({task, clock.run_ended()}, timeout=timeout, return_when="FIRST_COMPLETED")

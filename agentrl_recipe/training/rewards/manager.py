@@ -241,7 +241,7 @@ class AgentRLRewardManager(RewardManagerBase):
                     sandbox,
                 )
                 timed_out = False
-            except (asyncio.TimeoutError, GraderTimeout):
+            except (TimeoutError, GraderTimeout):
                 logger.warning("agentrl_reward: grading a %s row timed out; scored as wrong and flagged", data_source)
                 result, timed_out = _timeout_result(data_source), True
             except Exception as exc:  # one row's grader failure never fails the step (verl awaits us with no try)

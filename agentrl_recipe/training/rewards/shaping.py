@@ -27,7 +27,7 @@ def apply_tool_bonus(
     per_call: float = 0.1,
     tool_calls: int | None = None,
     count: str = "turns",
-):
+) -> tuple[float, float]:
     """Return (shaped score, bonus added). Only wrong answers (score < 0) are shaped.
 
     ``count="turns"``: n = (num_turns − 2)/2 (the released formula); ``"tool_calls"``: n = ``tool_calls``, the

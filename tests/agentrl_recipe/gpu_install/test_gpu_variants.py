@@ -6,10 +6,10 @@ index and vLLM's GitHub release, which the development machines of this project 
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from agentrl_recipe.cli.preflight import MIN_DRIVER as PREFLIGHT_MIN_DRIVER
 from agentrl_recipe.gpu_install import variants as gpu_variants

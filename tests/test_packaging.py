@@ -1,0 +1,34 @@
+"""The two distributions of this repository agree: agentrl_sandbox's own pyproject.toml pins what the recipe pins, and
+the recipe depends on the sandbox's exact version (a sandbox node and a trainer node run the same server code)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _project(path: Path) -> dict:
+    return tomllib.loads(path.read_text(encoding="utf-8"))["project"]
+
+
+def _pins(requirements: list[str]) -> dict[str, str]:
+    return {Requirement(r).name.lower().replace("_", "-"): str(Requirement(r).specifier) for r in requirements}
+
+
+def test_the_recipe_depends_on_the_sandbox_of_this_checkout() -> None:
+    recipe, sandbox = _project(REPO / "pyproject.toml"), _project(REPO / "agentrl_sandbox" / "pyproject.toml")
+    assert _pins(recipe["dependencies"])[sandbox["name"]] == f"=={sandbox['version']}"
+    assert recipe["requires-python"] == sandbox["requires-python"]
+
+
+def test_a_package_both_pin_has_one_version() -> None:
+    recipe, sandbox = _project(REPO / "pyproject.toml"), _project(REPO / "agentrl_sandbox" / "pyproject.toml")
+    ours = _pins(recipe["dependencies"] + recipe["optional-dependencies"]["test"])
+    theirs = _pins(sandbox["dependencies"] + sandbox["optional-dependencies"]["test"])
+    differ = {name: (ours[name], pin) for name, pin in theirs.items() if name in ours and ours[name] != pin}
+    assert not differ, differ
+    assert set(theirs) - set(ours) <= {"packaging", "prometheus-client"}  # the recipe gets these through its pins' deps
