@@ -1,9 +1,10 @@
 """verl's trainers on CPU, from the plugin: a ``cpu`` platform, the FSDP2 engines registered for it, and the one
 runtime fix of verl it needs.
 
-Selected only when asked for (``VERL_PLATFORM=agentrl_cpu``, which the CPU configs' launcher sets for the driver,
-torchrun and every Ray worker); on CUDA nothing here changes verl's behaviour. verl has no CPU path of its own
-(verl#3266).
+Selected by ``VERL_PLATFORM=agentrl_cpu`` (the CPU configs' launcher sets it for the driver, torchrun and every Ray
+worker), or by verl's own platform probe where nothing else can run (a CPU-only torch build, no accelerator: see
+:func:`verl_cpu.names.cpu_platform_selected`); on CUDA nothing here changes verl's behaviour. verl has no CPU path of
+its own (verl#3266).
 """
 
 from __future__ import annotations
