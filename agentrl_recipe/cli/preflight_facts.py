@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe.gpu_install.install import nvidia_smi_query
 from agentrl_recipe.offline import vllm_server
 from agentrl_sandbox import close_all, health_check
 
@@ -43,20 +44,8 @@ class NodeFacts:
 
 def nvidia_smi() -> tuple[str | None, list[float]]:
     """(driver version, per-GPU memory in GiB) from nvidia-smi; (None, []) without it."""
-    if shutil.which("nvidia-smi") is None:
-        return None, []
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None, []
-    rows = [line.split(",") for line in out.strip().splitlines() if line.strip()]
-    driver = rows[0][0].strip() if rows else None
+    rows = nvidia_smi_query("driver_version", "memory.total")
+    driver = rows[0][0] if rows else None
     return driver, [float(row[1]) / 1024 for row in rows if len(row) > 1]
 
 

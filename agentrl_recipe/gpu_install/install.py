@@ -194,13 +194,13 @@ def reachability_problem(variant: Variant, down: Sequence[str], driver: Driver) 
     )
 
 
-def compute_capabilities() -> list[tuple[int, int]]:
-    """The visible GPUs' compute capabilities (``nvidia-smi --query-gpu=compute_cap``), [] when unknown."""
+def nvidia_smi_query(*fields: str) -> list[list[str]]:
+    """``nvidia-smi --query-gpu=<fields>``: a row of stripped values per GPU; [] without a working nvidia-smi."""
     if shutil.which("nvidia-smi") is None:
         return []
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -208,8 +208,13 @@ def compute_capabilities() -> list[tuple[int, int]]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    found = re.findall(r"^\s*(\d+)\.(\d+)\s*$", out, re.M)
-    return sorted({(int(major), int(minor)) for major, minor in found})
+    return [[value.strip() for value in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+
+
+def compute_capabilities() -> list[tuple[int, int]]:
+    """The visible GPUs' compute capabilities (``nvidia-smi --query-gpu=compute_cap``), [] when unknown."""
+    found = [re.fullmatch(r"(\d+)\.(\d+)", row[0]) for row in nvidia_smi_query("compute_cap")]
+    return sorted({(int(m.group(1)), int(m.group(2))) for m in found if m})
 
 
 def flash_attn_archs(capabilities: Sequence[tuple[int, int]]) -> str | None:
