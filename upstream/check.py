@@ -632,10 +632,15 @@ def check_patch(
     alone_paths = {f.path for f in alone}
     existing = [t for t in targets if (repo / t).exists() and t not in alone_paths]
     unpatched = run_tests(repo, existing, ctx.timeout) if whole and existing else None
-    git(repo, "apply", "--include=tests/*", *excludes, str(applied))
-    before = run_tests(repo, targets, ctx.timeout)
-    judge_before(result, before, unpatched)
-    git(repo, "apply", "--exclude=tests/*", str(applied))
+    # git apply takes the first of --exclude/--include that matches a path: the standalone files' excludes go first
+    for step in ([*excludes, "--include=tests/*"], ["--exclude=tests/*"]):
+        done = git(repo, "apply", *step, str(applied))
+        if done.returncode:
+            result.problems.append(f"git apply {' '.join(step)} failed: {done.stderr.strip()}")
+            return result
+        if step[-1] == "--include=tests/*":
+            before = run_tests(repo, targets, ctx.timeout)
+            judge_before(result, before, unpatched)
     after = run_tests(repo, targets, ctx.timeout)
     judge_after(result, after, unpatched)
     if whole:
