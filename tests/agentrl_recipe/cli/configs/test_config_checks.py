@@ -267,7 +267,6 @@ def test_the_registries_hold_every_name_the_plugin_registers() -> None:
     reg = registries()
     assert names.REGISTERED["adv_estimator"] in reg["adv_estimator"]
     assert names.REGISTERED["policy_loss"] in reg["policy_loss"]
-    assert names.REGISTERED["reward_manager"] in reg["reward_manager"]
     assert names.REGISTERED["agent_loop"] in reg["agent_loop"]
 
 
@@ -316,3 +315,28 @@ def test_flash_attention_without_flash_attn_warns_on_gpu_configs(monkeypatch: py
     attn = "actor_rollout_ref.model.override_config.attn_implementation"
     assert attn in [p.key for p in rl(name="agentrl_rl").warnings]
     assert attn not in [p.key for p in rl().warnings]  # trainer.device cpu
+
+
+def test_the_stock_loop_with_a_compat_the_tool_cannot_see_is_refused() -> None:
+    """Only agentrl_tool_agent hands code_interpreter the trainer's agentrl block: under verl's tool_agent the tool
+    would run in the plugin's default mode while the paper config asks for open_agentrl."""
+    import verl  # noqa: F401  (the plugin: its resolvers compose the config)
+
+    loop = "actor_rollout_ref.rollout.agent.default_agent_loop"
+    for config, refused in (("agentrl_rl_qwen3_4b", True), ("agentrl_rl_qwen3_4b_fixed", False)):
+        report = CheckReport(config, "rl")
+        check_rl(compose(config, [f"{loop}=tool_agent"])[0], report, strict_paths=False)
+        found = [p for p in report.errors if p.key == loop and "never hands" in p.message]
+        assert bool(found) is refused, report.format()
+    report = CheckReport("agentrl_rl_qwen3_4b", "rl")
+    check_rl(compose("agentrl_rl_qwen3_4b")[0], report, strict_paths=False)  # our loop: the mode reaches the tool
+    assert not [p for p in report.errors if p.key == loop], report.format()
+
+
+def test_the_reward_manager_loads_by_path() -> None:
+    import verl  # noqa: F401
+
+    report = CheckReport("agentrl_rl_cpu", "rl")
+    module = "reward.reward_manager.module.path"
+    check_rl(compose("agentrl_rl_cpu", [f"{module}=pkg://agentrl_recipe.training.rewards.nosuch"])[0], report, False)
+    assert any(p.key == "reward.reward_manager" and "cannot be loaded" in p.message for p in report.errors)
