@@ -22,7 +22,6 @@ from agentrl_recipe.atomic_io import atomic_write_text
 from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.protocol import COMPAT_KEY, EvalConfig
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
-from agentrl_sandbox.config import SECRET_KEYS
 from verl_cpu.token_output import ContextLimits
 
 TOOL_CONFIG_FILE = "tool_config.yaml"
@@ -63,8 +62,8 @@ def verl_overrides(cfg: EvalConfig) -> list[str]:
 
 
 def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
-    """The tool YAML the run uses: ``source`` with the protocol's tool timeout and sandbox overrides applied to the
-    ``code_interpreter`` entry (written into the run folder, so the run records the exact tool settings)."""
+    """The tool YAML the run uses: ``source`` with the protocol's tool timeout applied to the ``code_interpreter``
+    entry (written into the run folder, so the run records the exact tool settings)."""
     tools = OmegaConf.to_container(OmegaConf.load(source), resolve=True)
     entries = tools.get("tools") if isinstance(tools, dict) else None
     if not isinstance(entries, list):
@@ -75,10 +74,7 @@ def write_tool_config(source: str | Path, cfg: EvalConfig, dest: Path) -> Path:
             continue
         found = True
         tool_cfg = entry.setdefault("config", {})
-        tool_cfg["timeout_s"] = cfg.tool_timeout_s
-        public = {k: v for k, v in (cfg.sandbox or {}).items() if k not in SECRET_KEYS}  # the token: in memory only
-        if public:
-            tool_cfg["sandbox"] = {**(tool_cfg.get("sandbox") or {}), **public}
+        tool_cfg["timeout_s"] = cfg.tool_timeout_s  # the sandbox reaches the tool from agentrl.sandbox (use_recipe)
     if not found:
         raise ValueError(f"{source}: no tool named {names.TOOL_NAME!r}")
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -72,16 +72,26 @@ def test_openai_backend_client(tiny_model_dir: Path, tmp_path: Path) -> None:
         EvalConfig(model="m", data=["x"], out_dir="o", backend="openai")
 
 
+def tool_yaml_path(verl_cfg) -> str:
+    return str(verl_cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path)
+
+
 def test_a_sandbox_token_stays_in_memory(tiny_model_dir: Path, tmp_path: Path) -> None:
     """``eval --sandbox '{"token": ...}'``: the report's protocol shows '***', the run folder's tool YAML has no
-    token, and the tool gets it from the composed config's agentrl.sandbox (CodeInterpreterTool.use_recipe)."""
+    sandbox at all, and the tool gets it from the composed config's agentrl.sandbox (CodeInterpreterTool.use_recipe)."""
+    from agentrl_recipe.training import recipe_config
+    from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
+
     sandbox = {"backend": "sandbox_fusion", "url": "http://s:1", "token": "eval-secret"}
     cfg = EvalConfig(model=str(tiny_model_dir), data=["x"], out_dir=str(tmp_path), sandbox=sandbox)
     assert cfg.protocol()["sandbox"] == {"backend": "sandbox_fusion", "url": "http://s:1", "token": "***"}
     verl_cfg = compose_eval_config(cfg)
     assert {k: verl_cfg.agentrl.sandbox[k] for k in sandbox} == sandbox
     tool_yaml = Path(verl_cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path).read_text()
-    assert "url: http://s:1" in tool_yaml and "eval-secret" not in tool_yaml and "token" not in tool_yaml
+    assert "eval-secret" not in tool_yaml and "sandbox" not in tool_yaml  # one place: agentrl.sandbox
+    tool = CodeInterpreterTool(dict(OmegaConf.load(tool_yaml_path(verl_cfg)).tools[0].config))
+    tool.use_recipe(recipe_config.resolve(verl_cfg))  # what agentrl_tool_agent does
+    assert (tool.sandbox_config.urls, tool.sandbox_config.resolve_token()) == (["http://s:1"], "eval-secret")
 
 
 @pytest.mark.parametrize(
