@@ -395,7 +395,11 @@ class Zygote:
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.stdin.close()
-            self.process.wait(timeout=30)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 class Zygotes:
