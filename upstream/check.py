@@ -22,7 +22,10 @@ test files run whole (unpatched, tests only, fixed) and verl's CI steps run on t
 ``evidence/*.py`` are tests kept for upstream PRs that already cover one of our fixes: they must fail on verl 0.9.1
 for the bug's reason; on a newer source, passing means the fix has landed there.
 
-Usage: ``python upstream/check.py [--verl-src DIR] [--jobs N]`` (``make upstream-check [VERL_SRC=DIR]``).
+Each pytest run is a fork of a zygote that has imported verl's heavy dependencies (not verl), which spares each run
+their import; ``--no-preload`` runs each in a fresh interpreter.
+
+Usage: ``python upstream/check.py [--verl-src DIR] [--jobs N] [--no-preload]`` (``make upstream-check [VERL_SRC=DIR]``).
 """
 
 from __future__ import annotations
