@@ -109,15 +109,19 @@ class SandboxConfig:
             raise ValueError(f"unknown key(s) {unknown} in agentrl.sandbox; valid keys: {known}")
         return cls(**values).with_env_overrides()
 
-    def with_env_overrides(self) -> SandboxConfig:
-        env_url = os.environ.get(ENV_SANDBOX_URL)
-        backend = os.environ.get(ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if env_url else self.backend)
-        if backend == "local" and (env_url or self.url):  # a url names a server: the local pool would ignore it
+    def with_env_overrides(self, environ: Mapping[str, str] | None = None) -> SandboxConfig:
+        """The ``AGENTRL_SANDBOX_*`` overrides of ``environ`` (this process's environment by default) applied. A url
+        (from either) names a server: it selects ``sandbox_fusion`` unless another backend than the local pool is
+        named."""
+        env = os.environ if environ is None else environ
+        env_url = env.get(ENV_SANDBOX_URL)
+        backend = env.get(ENV_SANDBOX_BACKEND) or self.backend
+        if backend == "local" and (env_url or self.url):  # the local pool would ignore the url
             backend = "sandbox_fusion"
-        token = os.environ.get(ENV_SANDBOX_TOKEN) or self.token
-        token_file = os.environ.get(ENV_SANDBOX_TOKEN_FILE) or self.token_file
-        pool_size = int(os.environ.get(ENV_SANDBOX_POOL_SIZE) or 0) or self.pool_size
-        runtime = os.environ.get(ENV_SANDBOX_RUNTIME) or self.runtime
+        token = env.get(ENV_SANDBOX_TOKEN) or self.token
+        token_file = env.get(ENV_SANDBOX_TOKEN_FILE) or self.token_file
+        pool_size = int(env.get(ENV_SANDBOX_POOL_SIZE) or 0) or self.pool_size
+        runtime = env.get(ENV_SANDBOX_RUNTIME) or self.runtime
         return dataclasses.replace(
             self,
             url=env_url or self.url,

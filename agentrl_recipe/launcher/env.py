@@ -5,7 +5,6 @@ config by verl's ``main_ppo``, which is why a literal ``agentrl.sandbox.token`` 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -90,16 +89,8 @@ def worker_sandbox_config(cfg: Any, sandbox_url: str | None) -> SandboxConfig:
     launch's own variables (:func:`sandbox_env`) applied, as a worker's ``SandboxConfig.from_dict`` does — a url from
     ``SANDBOX_URL=`` or the config selects the ``sandbox_fusion`` backend unless a backend is named. What preflight
     health-checks. ValueError for a literal ``agentrl.sandbox.token`` (:data:`TOKEN_IN_CONFIG`)."""
-    base = agentrl_config.resolve(cfg).sandbox
-    env = sandbox_env(cfg, sandbox_url)
-    url = env.get(ENV_SANDBOX_URL)
-    return dataclasses.replace(
-        base,
-        url=url or base.url,
-        backend=env.get(ENV_SANDBOX_BACKEND) or ("sandbox_fusion" if url else base.backend),
-        token_file=env.get(ENV_SANDBOX_TOKEN_FILE) or base.token_file,
-        runtime=env.get(ENV_SANDBOX_RUNTIME) or base.runtime,
-    )
+    workers_env = {**os.environ, **sandbox_env(cfg, sandbox_url)}
+    return SandboxConfig.from_dict(agentrl_config.section(cfg, "sandbox")).with_env_overrides(workers_env)
 
 
 TOKEN_IN_CONFIG = (

@@ -43,7 +43,8 @@ def test_each_job_module_runs_standalone(tmp_path: Path) -> None:
 
 
 def test_each_job_is_its_own_module_named_like_its_subcommand() -> None:
-    assert [name.replace("-", "_") for name in data_cli.JOBS] == [m.removeprefix("data_prep.") for m in JOB_MODULES]
+    jobs = [m.removeprefix("data_prep.jobs.") for m in JOB_MODULES]
+    assert [name.replace("-", "_") for name in data_cli.JOBS] == jobs
 
 
 def test_data_help_lists_exactly_the_jobs(tmp_path: Path) -> None:

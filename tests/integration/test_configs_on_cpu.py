@@ -130,13 +130,13 @@ def test_unregistered_names_and_missing_files_fail(tmp_path: Path) -> None:
             "actor": {"policy_loss": {"loss_mode": "tcr"}},
             "rollout": {"multi_turn": {"tool_config_path": "verl_configs/tools/nope.yaml"}},
         },
-        "reward": {"reward_manager": {"name": "agentrl_rewards"}},
+        "reward": {"reward_manager": {"name": "AgentRLRewardManagr"}},
         "data": {"custom_cls": {"path": "no_such_dataset.py", "name": "MyDataset"}},
     }
     errors = _errors(check(str(_overlay(tmp_path, "agentrl_rl", body))))
     assert "advantage estimator 'agentrl_grpoo' is not registered" in errors
     assert "policy loss 'tcr' is not registered" in errors
-    assert "reward manager 'agentrl_rewards' is not registered" in errors
+    assert "'AgentRLRewardManagr' from 'pkg://agentrl_recipe.training.rewards.manager' cannot be loaded" in errors
     assert "nope.yaml" in errors and "no_such_dataset.py" in errors
 
 

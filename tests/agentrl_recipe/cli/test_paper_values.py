@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from agentrl_recipe import names
 from agentrl_recipe.cli.configs.files import compose
 
 A = "actor_rollout_ref.actor"
@@ -44,7 +45,8 @@ RL_COMMON = {
     f"{R}.multi_turn.max_parallel_calls": 1,
     f"{R}.multi_turn.max_tool_response_length": 256,
     f"{R}.agent.default_agent_loop": "agentrl_tool_agent",
-    "reward.reward_manager.name": "agentrl_reward",
+    "reward.reward_manager.name": names.REWARD_MANAGER_CLASS,  # loaded by path (names.REWARD_MANAGER_MODULE)
+    "reward.reward_manager.module.path": names.REWARD_MANAGER_MODULE,
     "reward.reward_kwargs.overlong_buffer_cfg.enable": True,
     "reward.reward_kwargs.overlong_buffer_cfg.len": 4096,
     "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": 1.0,

@@ -157,7 +157,7 @@ def test_an_unhealthy_sandbox_stops_make_rl_before_launch(tmp_path, monkeypatch,
     broken = {"ok": False, "backend": "local", "error": "SandboxError: bwrap: No permissions to create new namespace"}
     real_gather = preflight.gather
     monkeypatch.setattr(preflight, "gather", lambda **kw: dataclasses.replace(real_gather(**kw), sandbox=broken))
-    monkeypatch.setattr(launch.subprocess, "call", lambda *a, **k: pytest.fail("the trainer was started"))
+    monkeypatch.setattr(launch.log_stream, "run", lambda *a, **k: pytest.fail("the trainer was started"))
     args = argparse.Namespace(
         stage="rl",
         config="agentrl_rl",
@@ -265,7 +265,7 @@ def test_make_rl_sandbox_url_reaches_the_cheap_preflight(monkeypatch, tmp_path, 
     (tmp_path / "model").mkdir()
     seen = _gathered(monkeypatch)
     started = []
-    monkeypatch.setattr(launch.subprocess, "call", lambda command, env: started.append(env) or 0)
+    monkeypatch.setattr(launch.log_stream, "run", lambda command, env, out_dir, raw=False: started.append(env) or 0)
     parser = argparse.ArgumentParser()
     launch.add_arguments(parser)
     argv = [

@@ -75,10 +75,10 @@ async def test_open_agentrl_answers_a_missing_code_argument_as_released(tokenize
 
 
 def test_loop_settings_resolve_from_compat_and_explicit_keys_win():
-    from agentrl_recipe.training.agent_loop.settings import AgentLoopSettings
+    from agentrl_recipe.training.recipe_config import resolve
 
     def settings(mode: str, **keys) -> tuple:
-        s = AgentLoopSettings.from_trainer_config({"agentrl": {"compat": mode, "agent_loop": keys}})
+        s = resolve({"agentrl": {"compat": mode, "agent_loop": keys}}).settings("agent_loop")
         return s.malformed_call_feedback, s.tool_turn_newline, s.error_text
 
     assert settings("open_agentrl") == (False, False, "released")

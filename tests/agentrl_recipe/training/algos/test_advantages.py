@@ -42,10 +42,15 @@ def advantages(data, estimator: str, norm_by_std: bool = True) -> torch.Tensor:
 def plugin() -> None:
     from verl.trainer.ppo import core_algos
 
-    import agentrl_recipe.plugin  # noqa: F401
+    from agentrl_recipe import plugin
     from agentrl_recipe.training.algos.advantages import compute_grpo_masked_outcome_advantage
 
-    assert core_algos.get_adv_estimator_fn(names.ADV_ESTIMATOR) is compute_grpo_masked_outcome_advantage
+    registered = core_algos.get_adv_estimator_fn(names.ADV_ESTIMATOR)
+    assert registered is plugin.ADV_ESTIMATOR_FN  # loads the module on its first call
+    assert (registered.__module__, registered.__qualname__) == (
+        compute_grpo_masked_outcome_advantage.__module__,
+        compute_grpo_masked_outcome_advantage.__qualname__,
+    )
 
 
 @pytest.mark.parametrize("norm_by_std", [True, False])

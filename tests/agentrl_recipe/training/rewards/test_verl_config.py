@@ -1,5 +1,6 @@
-"""A fresh process: verl's ppo_trainer with reward.reward_manager.name=agentrl_reward composes, and verl's
-load_reward_manager finds the manager through the plugin's entry point alone (nothing of ours imported first)."""
+"""A fresh process: verl's ppo_trainer with the reward manager selected by path (reward.reward_manager.source:
+importlib, as recipe/grpo_tcr.yaml does) composes, and verl's load_reward_manager loads it with the plugin loaded
+through its entry point alone (nothing of ours imported first)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ SCRIPT = textwrap.dedent(
     from verl.trainer.ppo.reward import load_reward_manager
     from transformers import AutoTokenizer
 
-    assert "agentrl_recipe.training.rewards.manager" in sys.modules, "the plugin did not load"
+    assert "agentrl_recipe.plugin" in sys.modules, "the plugin did not load"
+    assert "agentrl_recipe.training.rewards.manager" not in sys.modules  # loaded by path, in the reward worker only
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         cfg = compose("ppo_trainer", overrides=json.loads(sys.argv[2]))
@@ -48,15 +50,18 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_verl_config_selecting_agentrl_reward_loads_it_in_a_fresh_process(tiny_model_dir) -> None:
+def test_verl_config_selecting_the_manager_by_path_loads_it_in_a_fresh_process(tiny_model_dir) -> None:
     overrides = [
-        f"reward.reward_manager.name={names.REWARD_MANAGER}",
+        "reward.reward_manager.source=importlib",
+        f"reward.reward_manager.name={names.REWARD_MANAGER_CLASS}",
+        f"reward.reward_manager.module.path={names.REWARD_MANAGER_MODULE}",
         "data.max_response_length=20480",
         "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
         "+reward.reward_kwargs.overlong_buffer_cfg.len=4096",
         "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
         "+reward.reward_kwargs.max_resp_len=20480",
         "+reward.reward_kwargs.tool_bonus=paper",
+        "+reward.reward_kwargs.answer_source=response",  # a multi-turn row with neither mask nor loop field
         # the trajectory below carries verl's __num_turns__ only (no agent-loop fields): the paper's turn count
         "+reward.reward_kwargs.tool_bonus_count=turns",
     ]
