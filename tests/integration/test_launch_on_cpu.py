@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from verl.utils.import_utils import load_extern_object
 
 from agentrl_recipe import names
 from agentrl_recipe.cli.configs.checks import registries
@@ -60,8 +61,9 @@ def test_make_rl_dry_run_prints_config_check_and_command() -> None:
         "trainer.logger=[console,wandb]",
     ):
         assert override in command
-    tool = f"actor_rollout_ref.rollout.multi_turn.tool_config_path={REPO / 'verl_configs/tools/code_interpreter.yaml'}"
-    assert tool in command  # Ray workers do not run in the driver's cwd
+    # Ray workers do not run in the driver's cwd: the shipped config names the tool YAML through the plugin's
+    # ${agentrl_config_path:...} resolver, an absolute path in every process, so the launcher overrides nothing
+    assert not [arg for arg in command if arg.startswith("actor_rollout_ref.rollout.multi_turn.tool_config_path=")]
     assert "VERL_USE_EXTERNAL_MODULES=agentrl_recipe.plugin" in out
 
 
@@ -141,7 +143,9 @@ def test_rl_smoke_dry_run_builds_its_inputs_on_cpu(tmp_path: Path, monkeypatch, 
     # the plugin is what verl sees: every registered name resolves
     reg = registries()
     assert names.ADV_ESTIMATOR in reg["adv_estimator"] and names.POLICY_LOSS in reg["policy_loss"]
-    assert names.REWARD_MANAGER in reg["reward_manager"] and names.AGENT_LOOP in reg["agent_loop"]
+    assert names.AGENT_LOOP in reg["agent_loop"]
+    manager = load_extern_object(module_path=names.REWARD_MANAGER_MODULE, object_name=names.REWARD_MANAGER_CLASS)
+    assert manager.__name__ == names.REWARD_MANAGER_CLASS  # what reward.reward_manager loads by path
 
 
 @pytest.mark.parametrize("stage", ["sft", "rl"])

@@ -15,6 +15,7 @@ from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterT
 from agentrl_recipe.training.agent_loop.loop import close_trajectory
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
 from agentrl_recipe.training.metrics import step_metrics
+from agentrl_recipe.training.recipe_config import resolve
 from agentrl_recipe.training.sandbox_routes import server_key, server_metrics
 from agentrl_sandbox.server import create_app
 
@@ -42,7 +43,8 @@ def test_two_server_fleet_stats_show_up_in_the_step_metrics(pool):
         second = contextlib.ExitStack()
         url_b = second.enter_context(serve(create_app(pool)))
         sandbox = {"backend": "sandbox_fusion", "url": [url_a, url_b], "health_interval_s": 60.0}
-        tool = CodeInterpreterTool({"type": "native", "global_max_concurrency": None, "sandbox": sandbox}, None)
+        tool = CodeInterpreterTool({"type": "native", "global_max_concurrency": None}, None)
+        tool.use_recipe(resolve({"agentrl": {"sandbox": sandbox}}))  # what agentrl_tool_agent hands every tool
         stack.callback(lambda: tool.sandbox.close())
         first = trajectory(tool, [f"print({i})" for i in range(4)])  # sequential: ties alternate, 2 calls each
         second.close()  # server b goes away: its next pick fails, is taken out, and the run is resent to a
