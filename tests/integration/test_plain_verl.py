@@ -33,6 +33,7 @@ def test_a_copied_cpu_config_trains_one_step_under_plain_verl(tmp_path: Path, cp
         "trainer.test_freq=-1",
     ]  # fmt: skip
     run = tmp_path / "run"
+    run.mkdir()  # verl's file logger writes metrics.jsonl there, the markers go to run/trace
     env = launch_env(run)
     for launcher_only in ("VERL_PLATFORM", "VERL_USE_EXTERNAL_MODULES", "PYTHONPATH"):
         env.pop(launcher_only, None)
