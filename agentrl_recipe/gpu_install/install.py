@@ -368,7 +368,9 @@ def plan(variant: Variant, flash_attn_wheel: str | None, max_jobs: int, replaced
         steps.append(Step("cpu-builds", (sys.executable, "-m", "pip", "uninstall", "-y", *replaced)))
     steps += [Step("pip", tuple(pip("-q", gpu_variants.PIP_PIN))), Step("torch", tuple(pip(*index, *pins)))]
     extra_reqs = [] if "gpu" in variant.extras.split(",") else [variant.vllm_req, variant.cupy_req]
-    steps.append(Step("stack", tuple(pip(*index, *pins, "-e", f"{gpu_variants.REPO}[{variant.extras}]", *extra_reqs))))
+    sandbox = str(gpu_variants.SANDBOX_DISTRIBUTION[1])  # the recipe's own dependency: from the checkout
+    recipe = f"{gpu_variants.REPO}[{variant.extras}]"
+    steps.append(Step("stack", tuple(pip(*index, *pins, "-e", sandbox, "-e", recipe, *extra_reqs))))
     if flash_attn_wheel:
         steps.append(Step("flash-attn", tuple(pip(*index, *pins, flash_attn_wheel))))
     else:

@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -127,13 +128,19 @@ def for_driver_cuda(driver_cuda: tuple[int, int]) -> str:
     )
 
 
+# This repository's other distribution: never on an index, installed from the checkout next to the recipe.
+SANDBOX_DISTRIBUTION = ("agentrl-sandbox", REPO / "agentrl_sandbox")
+
+
 def project_requirements(extras: str) -> list[str]:
-    """pyproject's dependencies plus the named extras: what ``pip install -e '.[extras]'`` asks for."""
+    """pyproject's dependencies plus the named extras: what ``pip install -e '.[extras]'`` asks for, with the
+    sandbox's own distribution named by its folder in this checkout."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     reqs = list(project["dependencies"])
     for extra in filter(None, extras.split(",")):
         reqs += project["optional-dependencies"][extra]
-    return reqs
+    name, folder = SANDBOX_DISTRIBUTION
+    return [f"{name} @ {folder.as_uri()}" if re.match(rf"{name}\b", req) else req for req in reqs]
 
 
 def stack_requirements(variant: Variant) -> list[str]:

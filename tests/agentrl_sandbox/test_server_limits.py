@@ -25,4 +25,7 @@ def test_a_request_memory_limit_is_capped_at_the_server_maximum(pool):
         capped = rlimit_as_bytes(url, 1_000_000_000)
         at_cap = rlimit_as_bytes(url, 768)
         below = rlimit_as_bytes(url, 512)
-    assert capped == at_cap and at_cap - below == 256 << 20  # 1e9 MB asked, 768 MB given
+    # RLIMIT_AS = the slot's own mappings at the run's start (they vary by a few hundred KiB between runs) + memory_mb
+    slack = 8 << 20
+    assert abs(capped - at_cap) < slack  # 1e9 MB asked, 768 MB given (uncapped, the two would differ by ~1 PB)
+    assert abs((at_cap - below) - (256 << 20)) < slack

@@ -121,7 +121,9 @@ def test_the_steps_run_in_order_and_every_pip_call_keeps_the_torch_build(
     pips = [c for c in recorded if c[1:4] == ["-m", "pip", "install"]]
     assert [c[-1] for c in pips[:2]] == ["pip==26.3", "torchaudio==2.11.0+cu129"]  # pip, then torch alone
     assert any(a.startswith("vllm @ https://github.com/vllm-project/vllm/releases/download/v0.30.0/") for a in pips[2])
-    assert "cupy-cuda12x==14.2.0" in pips[2] and pips[2][pips[2].index("-e") + 1].endswith("[test]")
+    editable = [pips[2][i + 1] for i, arg in enumerate(pips[2]) if arg == "-e"]
+    assert "cupy-cuda12x==14.2.0" in pips[2] and editable[-1].endswith("[test]")
+    assert editable[0].endswith("/agentrl_sandbox")  # the recipe's own dependency, from the checkout
     assert pips[-1][-2:] == ["flash-attn==2.8.3", "--no-build-isolation"]
     for cmd in pips[1:]:
         assert "torch==2.13.0+cu129" in cmd
