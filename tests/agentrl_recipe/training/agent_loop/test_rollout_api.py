@@ -20,7 +20,9 @@ def test_compose_config_is_the_rl_config_for_an_in_process_rollout(tiny_model_di
     assert rollout_cfg.agent.default_agent_loop == names.AGENT_LOOP
     manager = base_cfg.reward.reward_manager
     assert (manager.source, manager.name, manager.module.path) == (
-        "importlib", names.REWARD_MANAGER_CLASS, names.REWARD_MANAGER_MODULE
+        "importlib",
+        names.REWARD_MANAGER_CLASS,
+        names.REWARD_MANAGER_MODULE,
     )
     assert base_cfg.agentrl.agent_loop.record_messages is True
     # the paper's multi-turn limits, as verl keys (verl_configs/recipe/grpo_tcr.yaml)
