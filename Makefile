@@ -92,9 +92,12 @@ test-sandbox-alone: install  ## agentrl_sandbox's tests from `pip install ./agen
 	rm -rf $(SANDBOX_ALONE_VENV) && $(PYTHON_BOOTSTRAP) -m venv $(SANDBOX_ALONE_VENV)
 	@# from a copy: pip builds in the source folder, and the checkout stays clean
 	cp -r agentrl_sandbox $(SANDBOX_ALONE_VENV)/agentrl_sandbox_src
+	rm -rf $(SANDBOX_ALONE_VENV)/agentrl_sandbox_src/*.egg-info $(SANDBOX_ALONE_VENV)/agentrl_sandbox_src/build
 	$(SANDBOX_ALONE_VENV)/bin/pip install -q '$(SANDBOX_ALONE_VENV)/agentrl_sandbox_src[test]'
-	$(SANDBOX_ALONE_VENV)/bin/python -c "import importlib.util as u, sys; \
-	  sys.exit([m for m in ('verl', 'torch', 'vllm', 'agentrl_recipe') if u.find_spec(m)] and 'not bare' or 0)"
+	@# outside the checkout, so nothing of it is importable from the working directory
+	cd $(SANDBOX_ALONE_VENV) && ./bin/python -c "import importlib.util as u, sys; \
+	  found = [m for m in ('verl', 'torch', 'vllm', 'agentrl_recipe') if u.find_spec(m)]; \
+	  sys.exit(f'the sandbox venv is not bare: {found}' if found else 0)"
 	cd $(SANDBOX_ALONE_VENV) && AGENTRL_SANDBOX_RUNTIME_DIR=$(abspath $(VENV))/agentrl-sandbox \
 	  $(SANDBOX_ALONE_VENV)/bin/python -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR)/tests \
 	  -c $(CURDIR)/agentrl_sandbox/pyproject.toml $(CURDIR)/tests/agentrl_sandbox
