@@ -11,7 +11,7 @@ from typing import Any
 # (chart title, [(metric key or regex, label)]) — verl's and the plugin's metric names.
 OVERVIEW_CHARTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("reward", (("critic/score/mean", "reward"),)),
-    ("accuracy per source", ((r"re:^reward/(.+)/acc$", "{}"),)),
+    ("accuracy per source", ((r"re:^reward/(?!hack_pattern/)(.+)/acc$", "{}"),)),  # not the hack counters
     ("entropy", (("actor/entropy", "entropy"),)),
     ("response length", (("response_length/mean", "mean"), ("response_length/max", "max"))),
     ("tool calls per trajectory", (("agentrl_tools/calls_per_traj/mean", "mean"),)),

@@ -64,12 +64,16 @@ def _size(value: Any) -> int:
     return len(script_json(value).encode("utf-8"))
 
 
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """An eval report's headline figures (eval/<source>/avg@k, pass@k, ...) and tool use, from its flat metrics."""
+    flat = report.get("flat_metrics") or {}
+    metrics = {k: v for k, v in flat.items() if k.startswith(("eval/", "eval_tools/")) and not k.endswith("/maj@1")}
+    return {"metrics": metrics, "records": (report.get("overall") or {}).get("num_records")}
+
+
 def base_data(inputs: Inputs, trajectories: list[dict[str, Any]], *, lazy: bool) -> dict[str, Any]:
     """Everything but the trajectories' details."""
-    reports = {
-        run: {k: report.get(k) for k in ("label", "metrics", "tool_use", "n_samples") if k in report}
-        for run, report in inputs.reports.items()
-    }
+    reports = {run: headline(report) for run, report in inputs.reports.items()}
     return {
         "title": inputs.root.name,
         "root": str(inputs.root),

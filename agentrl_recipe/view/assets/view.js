@@ -57,7 +57,8 @@ function renderOverview() {
   }
   const reports = Object.entries(DATA.reports);
   if (reports.length) {
-    const rows = reports.map(([run, r]) => el("tr", {}, el("td", {}, run), el("td", {}, JSON.stringify(r.metrics || {}).slice(0, 400))));
+    const figures = (r) => Object.entries(r.metrics || {}).map(([k, v]) => k + " " + (typeof v === "number" ? v.toFixed(3) : v)).join("   ");
+    const rows = reports.map(([run, r]) => el("tr", {}, el("td", {}, run), el("td", {}, (r.records ?? "?") + " records"), el("td", {}, figures(r) || "no metrics")));
     view.append(el("h3", {}, "eval reports"), el("table", {}, el("tbody", {}, ...rows)));
   }
 }
