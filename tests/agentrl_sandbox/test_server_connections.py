@@ -67,7 +67,7 @@ def test_half_open_connections_are_capped_and_closed_while_logged_in_calls_are_a
     try:
         start = time.monotonic()
         held = hold(port, "127.0.0.2", 250)  # 200 kept (per-address cap), 50 closed at once
-        refused = sum(closed_by_server(s, 0.0) for s in held[200:])
+        refused = sum(closed_by_server(s, 1.0) for s in held[200:])  # reset at accept; 1 s for a loaded machine
         assert refused == 50
         answers = [client.run(f"print({i})", timeout_s=10) for i in range(5)]  # from 127.0.0.1, while they are held
         assert [(r.status, r.stdout) for r in answers] == [("ok", f"{i}\n") for i in range(5)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -110,13 +111,15 @@ def node_env(node: Node, tmp: Path) -> dict[str, str]:
             if (Path(d) / tool).exists():
                 (shadow / tool).symlink_to(Path(d) / tool)
                 break
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "MAKEFLAGS", "MFLAGS")}
+    # nor the outer make's variables (`make test` runs pytest): a nested make would print make[1]: lines
+    outer = ("CUDA_HOME", "CUDA_PATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+    env = {k: v for k, v in os.environ.items() if k not in outer}
     env["PATH"] = f"{bin_dir}:{shadow}"
     return env
 
 
 def one_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("make: ***")]
+    lines = [line for line in text.splitlines() if line.strip() and not re.match(r"make(\[\d+\])?: \*\*\*", line)]
     assert len(lines) == 1, lines
     return lines[0]
 
