@@ -185,9 +185,9 @@ def test_cli_run_and_check():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["stdout"] == "42\n" and result["status"] == "runtime_error" and result["exit_code"] == 3
     assert proc.returncode == 1
-    proc = subprocess.run(
-        [*CLI, "check", "--backend", "subprocess"], capture_output=True, text=True, env=env, timeout=120
-    )
+    # the default backend: its imports run in the sandbox's own Python (the subprocess backend would use this
+    # interpreter, which has no numpy where agentrl_sandbox is installed alone)
+    proc = subprocess.run([*CLI, "check"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True
 
 
