@@ -3,9 +3,11 @@ the recipe depends on the sandbox's exact version (a sandbox node and a trainer 
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,3 +34,16 @@ def test_a_package_both_pin_has_one_version() -> None:
     differ = {name: (ours[name], pin) for name, pin in theirs.items() if name in ours and ours[name] != pin}
     assert not differ, differ
     assert set(theirs) - set(ours) <= {"packaging", "prometheus-client"}  # the recipe gets these through its pins' deps
+
+
+def test_no_file_a_test_reads_is_left_out_of_git() -> None:
+    """A fixture .gitignore matches (runs/ once did) passes here and is missing from CI's clean clone."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "tests", "agentrl_recipe",
+         "agentrl_sandbox", "verl_cpu", "data_prep", "verl_configs", "demo", "benchmarks", "upstream"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    generated = ("__pycache__/", ".egg-info/")
+    assert [p for p in listed if not p.endswith(generated)] == []
