@@ -46,7 +46,7 @@ def test_check_exits_non_zero_on_a_broken_config(tmp_path: Path, capsys: pytest.
     out = capsys.readouterr().out
     assert "  error   model.partial_pretrain: legacy key that verl 0.9.1 ignores; use model.path" in out
     assert "FAIL nosuch_config (?)\n  error   cannot compose: no config 'nosuch_config'" in out
-    assert out.splitlines()[0].split(";")[0] == "0/2 configs pass"  # the summary first (a fresh clone adds "; N warning(s)")
+    assert out.splitlines()[0].split(";")[0] == "0/2 configs pass"  # the summary first; a clean clone adds warnings
     assert run(["check", "agentrl_sft_cpu", "-o", "+trainer.mine=1", "--allow", "trainer.mine"]) == 0
 
 
