@@ -1,7 +1,8 @@
 """Inputs of the CPU training configs (``agentrl_sft_cpu``, ``agentrl_rl_cpu``), built offline in seconds.
 
 Under ``outputs/cpu/`` (the paths those configs name):
-- ``tiny_model/``: the tiny Qwen2-style model whose tokenizer also learned the demo task's conversations;
+- ``tiny_model/``: the tiny Qwen3 model (Qwen3-2507 template; ``family`` picks Qwen2.5 instead) whose tokenizer also
+  learned the demo task's conversations;
 - ``sft.parquet``: real trajectories of the demo's scripted teacher (:mod:`agentrl_recipe.cpu_task.task`) — the
   teacher's calls ran in the sandbox through the ``agentrl_tool_agent`` loop and every kept trajectory was scored
   correct by ``agentrl_reward`` — in verl's multi-turn SFT schema (``messages`` with ``tool_calls``, ``tools``);
@@ -47,6 +48,9 @@ class CPUInputSizes:
     # Fraction of SFT problems the teacher solves with the right operator; below 1 its wrong (but really executed)
     # trajectories are kept too, leaving the SFT model room that RL can close (the demo's setting; 1 = verified only).
     teacher_accuracy: float = 1.0
+    # The tiny model's family: "qwen3" (Qwen3ForCausalLM + the Qwen3-2507 Instruct template, the paper's 4B run) or
+    # "qwen2.5" (Qwen2ForCausalLM + the Qwen2.5 hermes template, the 7B run); cpu_task/tiny_model.py.
+    family: str = "qwen3"
 
 
 def _paths(out_dir: Path) -> CPUInputs:
@@ -78,6 +82,7 @@ def prepare(out_dir: Path = DEFAULT_DIR, sizes: CPUInputSizes = CPUInputSizes())
         hidden_size=sizes.hidden_size,
         num_layers=sizes.num_layers,
         initializer_range=sizes.initializer_range,
+        family=sizes.family,
     )
     keep_wrong = sizes.teacher_accuracy < 1.0
     teacher = asyncio.run(demo_teacher.teacher_sft_set(paths.model, sft_problems, paths.sft, keep_wrong=keep_wrong))

@@ -68,22 +68,27 @@ def build_task_model(
     hidden_size: int,
     num_layers: int,
     initializer_range: float = 0.02,
+    family: str = "qwen3",
 ) -> Path:
-    """The tiny model, its BPE also trained on the task's rendered conversations (a tiny model learns them faster)."""
+    """The tiny model, its BPE also trained on the task's rendered conversations (a tiny model learns them faster).
+
+    ``family``: ``qwen3`` (Qwen3ForCausalLM, the Qwen3-2507 template) or ``qwen2.5`` (tiny_model.TinyModelSpec).
+    """
     from agentrl_recipe.cpu_task.tiny_model import TinyModelSpec, build_tiny_model, build_tokenizer
 
     schemas = tool_schemas(task_rollout_config(Path("unused")))
-    renderer = build_tokenizer(TinyModelSpec(corpus_lines=50))  # only its chat template is used here
+    renderer = build_tokenizer(TinyModelSpec(family=family, corpus_lines=50))  # only its chat template is used here
     corpus = tuple(
         renderer.apply_chat_template(teacher_messages(p, f"{p.answer}\n"), tools=schemas, tokenize=False)
         for p in problems
     )
     heads = max(1, hidden_size // HEAD_DIM)
     spec = TinyModelSpec(
+        family=family,
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,
         num_attention_heads=heads,
-        num_key_value_heads=max(1, heads // 2),  # GQA, as in Qwen2.5
+        num_key_value_heads=max(1, heads // 2),  # GQA, as in Qwen2.5 and Qwen3
         intermediate_size=4 * hidden_size,
         max_position_embeddings=2 * (PROMPT_LENGTH + RESPONSE_LENGTH),
         seed=seed,
@@ -108,8 +113,8 @@ async def teacher_sft_set(
 
     from agentrl_recipe.offline.rollout import arollout
     from agentrl_recipe.training.rewards.scoring import compute_score
+    from verl_client.token_output import ContextLimits
     from verl_cpu.scripted import ScriptedClient
-    from verl_cpu.token_output import ContextLimits
 
     cfg = task_rollout_config(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

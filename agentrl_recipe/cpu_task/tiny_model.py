@@ -1,14 +1,20 @@
-"""A tiny Qwen2-architecture model and tokenizer, built offline in seconds, for tests and the CPU demo.
+"""A tiny Qwen model and tokenizer, built offline in seconds, for tests and the CPU demo.
+
+Two families, chosen by :attr:`TinyModelSpec.family`:
+- ``qwen3`` (the default, the paper's 4B run): ``Qwen3ForCausalLM`` (per-head ``q_norm``/``k_norm``, no qkv bias,
+  tied embeddings, GQA) with the Qwen3-2507 Instruct chat template (Qwen/Qwen3-4B-Instruct-2507's own);
+- ``qwen2.5`` (the 7B run): ``Qwen2ForCausalLM`` (qkv bias) with the Qwen2.5 hermes template.
 
 Nothing is downloaded: the byte-level BPE tokenizer is trained locally with ``tokenizers`` on generated text
 (math, Python, hermes tool calls, chat prose), and the causal LM is randomly initialised with a fixed seed.
 
 Two details keep it faithful to the real Qwen models the recipe trains:
-- the tokenizer uses Qwen2's own normaliser (NFC) and split regex (single digits), because transformers 5 rebuilds
-  any ``model_type=qwen2`` tokenizer as ``Qwen2Tokenizer`` from vocab + merges — a plain GPT-2 pre-tokenizer would
+- the tokenizer uses Qwen's own normaliser (NFC) and split regex (single digits), because transformers 5 rebuilds
+  any ``qwen2``/``qwen3`` tokenizer as ``Qwen2Tokenizer`` from vocab + merges — a plain GPT-2 pre-tokenizer would
   then tokenise differently from the file it was saved as;
-- ChatML special tokens and ``<tool_call>``/``<tool_response>`` (non-special, as in Qwen2.5) exist, and the chat
-  template is the Qwen2.5 hermes template, so verl's ``QwenContinuousTokenBuilder`` and hermes parser work unchanged.
+- Qwen's ChatML special tokens and its non-special ``<tool_call>``/``<tool_response>``/``<think>`` tokens exist, with
+  the roles they have in Qwen3 (eos ``<|im_end|>``, pad ``<|endoftext|>``), so verl's Qwen continuous-token builders
+  and hermes parser work unchanged. The real 151,643-token vocabulary is :mod:`.qwen_vocab`'s.
 """
 
 from __future__ import annotations
@@ -32,18 +38,24 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
-CHAT_TEMPLATE_FILE = "qwen25_hermes.jinja"
+QWEN3 = "qwen3"
+QWEN25 = "qwen2.5"
+# The chat template each family ships with (agentrl_recipe/training/agent_loop/templates/):
+# qwen3_2507_instruct.jinja is Qwen/Qwen3-4B-Instruct-2507's tokenizer_config.json chat_template (sources in
+# tests/agentrl_recipe/training/agent_loop/templates/README.md); qwen25_hermes.jinja is Qwen2.5-Instruct's.
+CHAT_TEMPLATE_FILES = {QWEN3: "qwen3_2507_instruct.jinja", QWEN25: "qwen25_hermes.jinja"}
 
 
 @dataclasses.dataclass(frozen=True)
 class TinyModelSpec:
     """Shape of the tiny model. The default is ~1M parameters and generates ~2k tokens/s on one CPU core."""
 
+    family: str = QWEN3  # QWEN3 (Qwen3ForCausalLM + 2507 template) or QWEN25 (Qwen2ForCausalLM + Qwen2.5 template)
     vocab_size: int = 3000  # BPE merges target; the final vocab adds the special and tool tokens
     hidden_size: int = 128
     num_hidden_layers: int = 4
     num_attention_heads: int = 4
-    num_key_value_heads: int = 2  # GQA, as in Qwen2.5
+    num_key_value_heads: int = 2  # GQA, as in Qwen2.5 and Qwen3
     intermediate_size: int = 256
     max_position_embeddings: int = 8192
     corpus_lines: int = 14000
@@ -55,9 +67,12 @@ class TinyModelSpec:
     extra_corpus: tuple[str, ...] = ()
 
 
-def chat_template() -> str:
-    """The Qwen2.5-style hermes tool chat template shipped with the package."""
-    return resources.files("agentrl_recipe.training.agent_loop.templates").joinpath(CHAT_TEMPLATE_FILE).read_text()
+def chat_template(family: str = QWEN3) -> str:
+    """The chat template of ``family`` shipped with the package (hermes tool calls in both)."""
+    if family not in CHAT_TEMPLATE_FILES:
+        raise ValueError(f"unknown tiny model family {family!r}; known: {sorted(CHAT_TEMPLATE_FILES)}")
+    templates = resources.files("agentrl_recipe.training.agent_loop.templates")
+    return templates.joinpath(CHAT_TEMPLATE_FILES[family]).read_text()
 
 
 def _corpus(n_lines: int, seed: int) -> list[str]:
@@ -123,21 +138,22 @@ def build_tokenizer(spec: TinyModelSpec = TinyModelSpec()) -> Any:  # a transfor
         tokenizer_object=raw, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, clean_up_tokenization_spaces=False
     )
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
-    tok.chat_template = chat_template()
+    tok.chat_template = chat_template(spec.family)
     return tok
 
 
 def build_tiny_model(out_dir: str | os.PathLike, spec: TinyModelSpec = TinyModelSpec()) -> Path:
-    """Build tokenizer + random-init ``Qwen2ForCausalLM`` into ``out_dir`` (overwritten). Returns the path."""
+    """Build tokenizer + random-init model of ``spec.family`` into ``out_dir`` (overwritten). Returns the path."""
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import GenerationConfig
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(spec)
     eos_id = tok.convert_tokens_to_ids(EOS_TOKEN)
     pad_id = tok.convert_tokens_to_ids(PAD_TOKEN)
-    config = Qwen2Config(
+    config_cls, model_cls = _architecture(spec.family)
+    config = config_cls(
         vocab_size=len(tok),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
@@ -150,9 +166,10 @@ def build_tiny_model(out_dir: str | os.PathLike, spec: TinyModelSpec = TinyModel
         bos_token_id=None,
         eos_token_id=eos_id,
         pad_token_id=pad_id,
+        **_family_config(spec),
     )
     torch.manual_seed(spec.seed)
-    model = Qwen2ForCausalLM(config)
+    model = model_cls(config)
     model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, do_sample=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -160,10 +177,26 @@ def build_tiny_model(out_dir: str | os.PathLike, spec: TinyModelSpec = TinyModel
     return out
 
 
+def _architecture(family: str) -> tuple[Any, Any]:
+    """(config class, causal LM class) of ``family``."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    chat_template(family)  # fails on an unknown family
+    return (Qwen3Config, Qwen3ForCausalLM) if family == QWEN3 else (Qwen2Config, Qwen2ForCausalLM)
+
+
+def _family_config(spec: TinyModelSpec) -> dict[str, Any]:
+    """What the family's real configs set beyond the shape (Qwen3-4B-Instruct-2507 / Qwen2.5-7B-Instruct)."""
+    if spec.family == QWEN3:
+        # Qwen3 states its head size (128 in the 4B, not hidden/heads) and has no qkv bias [Qwen3Config default].
+        return {"head_dim": spec.hidden_size // spec.num_attention_heads, "attention_bias": False}
+    return {}
+
+
 def _cache_key(spec: TinyModelSpec) -> str:
     digest = hashlib.sha256()
     digest.update(Path(__file__).read_bytes())
-    digest.update(chat_template().encode())
+    digest.update(chat_template(spec.family).encode())
     digest.update(json.dumps(dataclasses.asdict(spec), sort_keys=True).encode())
     import tokenizers
     import transformers
