@@ -2,7 +2,8 @@
 
 Record keys (the dump's format, read by the report and by resumed runs): ``prompt_id, sample, data_source, task,
 messages, response``, the grade (:func:`grade_fields`), then the trajectory's
-:data:`~agentrl_recipe.training.agent_loop.trajectory.EVAL_KEYS`.
+:data:`~agentrl_recipe.training.agent_loop.trajectory.EVAL_KEYS`; its token ids
+(:data:`~agentrl_recipe.eval.dump.TOKEN_KEYS`) go to the dump's token sidecar.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from agentrl_recipe.eval.dump import RolloutDump
+from agentrl_recipe.eval.dump import TOKEN_KEYS, RolloutDump
 from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.grading import SampleGrade, agrade_sample
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
@@ -40,7 +41,14 @@ def make_record(problem: EvalProblem, traj: Trajectory, grade: SampleGrade) -> d
         "response": traj.response,
         **grade_fields(grade),
         **traj.eval_fields(),
+        **token_fields(traj),
     }
+
+
+def token_fields(traj: Trajectory) -> dict[str, Any]:
+    """The trajectory's token ids and mask, which :meth:`RolloutDump.append` moves to the token sidecar; none for a
+    trajectory without token ids (a scripted generator's)."""
+    return {key: list(getattr(traj, key)) for key in TOKEN_KEYS} if traj.prompt_ids else {}
 
 
 async def grade_items(

@@ -51,8 +51,9 @@ def overview(metrics: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def reasoning_mode(trajectories: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per (run, step), in input order: trajectories, the distribution of tool calls per trajectory, accuracy by number
-    of calls (``None`` where no trajectory of that count has a known grade) and the tool success rate."""
+    """Per (run, step), in input order: its kind (train/eval), trajectories, the distribution of tool calls per
+    trajectory, accuracy by number of calls (``None`` where no trajectory of that count has a known grade) and the
+    tool success rate."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for t in trajectories:
         groups[(str(t["run"]), str(t["step"]))].append(t)
@@ -73,6 +74,7 @@ def reasoning_mode(trajectories: Iterable[Mapping[str, Any]]) -> list[dict[str, 
             {
                 "run": run,
                 "step": step,
+                "kind": str(rows[0].get("kind", "train")),
                 "trajectories": len(rows),
                 "accuracy": sum(graded_all) / len(graded_all) if graded_all else None,
                 "calls_mean": total / len(rows),

@@ -13,10 +13,14 @@ PAGE_NAME = "view.html"
 
 
 def build_page(
-    root: Path, out: Path | None = None, budget_bytes: int = page.DEFAULT_BUDGET_BYTES
+    root: Path,
+    out: Path | None = None,
+    budget_bytes: int = page.DEFAULT_BUDGET_BYTES,
+    tokenizer: str | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Write the page of ``root`` to ``out`` (default ``<root>/view.html``); returns its path and embedded data."""
-    inputs = discover(root)
+    """Write the page of ``root`` to ``out`` (default ``<root>/view.html``); returns its path and embedded data.
+    ``tokenizer`` decodes eval token ids (default: each eval's model)."""
+    inputs = discover(root, tokenizer)
     trajectories = [t for step_file in inputs.steps for t in step_file.read()]
     data = page.static_data(inputs, trajectories, budget_bytes)
     target = out if out is not None else inputs.root / PAGE_NAME

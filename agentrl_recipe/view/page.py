@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
-from agentrl_recipe.view import aggregate
+from agentrl_recipe.view import aggregate, records
 from agentrl_recipe.view.sources import Inputs
 
 DEFAULT_BUDGET_BYTES = 5_000_000  # the static page, data included: opens in a second from a shared filesystem
@@ -29,7 +29,8 @@ def summary(trajectory: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def detail(trajectory: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: trajectory[k] for k in DETAIL_KEYS}
+    """The turns and tokens the trajectory page shows (an eval's token ids decoded here, only for those shown)."""
+    return {"turns": trajectory["turns"], "tokens": records.decode(trajectory["tokens"])}
 
 
 def _asset(name: str) -> str:
@@ -117,9 +118,10 @@ def static_data(inputs: Inputs, trajectories: list[dict[str, Any]], budget_bytes
             if not queue:
                 continue
             t = queue.pop(0)
-            cost = _size(detail(t)) + len(t["id"]) + 8
+            shown = detail(t)
+            cost = _size(shown) + len(t["id"]) + 8
             if cost <= room:
-                details[t["id"]] = detail(t)
+                details[t["id"]] = shown
                 room -= cost
             else:
                 queue.clear()

@@ -4,6 +4,7 @@ dump record (agentrl_recipe.eval.dump). Every value a model or a program wrote s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -57,8 +58,10 @@ def flags(fields: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _tokens(record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Prompt and response tokens with the loss mask (prompt tokens: mask 0), or None without token ids."""
+def _tokens(record: Mapping[str, Any], tokenizer: str | None = None) -> dict[str, Any] | None:
+    """Prompt and response tokens with the loss mask (prompt tokens: mask 0), or None without token ids. Without
+    per-token text in the record, ``tokenizer`` (a path) is kept to decode them when the page needs them
+    (:func:`decode`)."""
     prompt_ids, response_ids = record.get("prompt_ids"), record.get("response_ids")
     if prompt_ids is None or response_ids is None:
         return None
@@ -67,12 +70,38 @@ def _tokens(record: Mapping[str, Any]) -> dict[str, Any] | None:
         record.get("response_text") or [None] * len(response_ids)
     )
     ids = list(prompt_ids) + list(response_ids)
-    return {
+    tokens = {
         "text": [t if isinstance(t, str) else f"⟨{i}⟩" for t, i in zip(texts, ids, strict=True)],
         "mask": [0] * len(prompt_ids) + [int(bool(m)) for m in mask],
         "prompt_len": len(prompt_ids),
         "decoded": record.get("response_text") is not None,
     }
+    if not tokens["decoded"] and tokenizer:
+        tokens.update(ids=ids, tokenizer=tokenizer)
+    return tokens
+
+
+@functools.lru_cache(maxsize=4)
+def _load_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer  # heavy: only when a page shows eval tokens
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)  # the viewer downloads nothing
+
+
+def decode(tokens: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``tokens`` with each id's text, decoded one token at a time as the training dump does, when it still holds
+    ids and a tokenizer; a tokenizer that does not load leaves the ids shown and says why in ``note``."""
+    if not tokens or "ids" not in tokens:
+        return tokens
+    out = {k: v for k, v in tokens.items() if k not in ("ids", "tokenizer")}
+    try:
+        tokenizer = _load_tokenizer(tokens["tokenizer"])
+    except (OSError, ValueError) as e:
+        out["note"] = f"tokenizer {tokens['tokenizer']} did not load ({type(e).__name__}): ids shown"
+        return out
+    out["text"] = tokenizer.batch_decode([[i] for i in tokens["ids"]])
+    out["decoded"] = True
+    return out
 
 
 def _turns_from_tokens(tokens: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -100,6 +129,7 @@ def from_training(record: Mapping[str, Any], run: str) -> dict[str, Any]:
     reward = _float(record.get("score"))
     return {
         "id": f"{run}/{record.get('step')}/{record.get('key')}",
+        "kind": "train",
         "run": run,
         "step": str(record.get("step")),
         "source": str(record.get("data_source") or ""),
@@ -127,12 +157,14 @@ def from_training(record: Mapping[str, Any], run: str) -> dict[str, Any]:
     }
 
 
-def from_eval(record: Mapping[str, Any], run: str) -> dict[str, Any]:
-    """An eval dump record (``rollouts.jsonl``); its step is the eval's name."""
+def from_eval(record: Mapping[str, Any], run: str, tokenizer: str | None = None) -> dict[str, Any]:
+    """An eval dump record (``rollouts.jsonl``, its token ids joined from the sidecar ``rollouts.tokens.jsonl``); its
+    step is the eval's name; ``tokenizer`` (the eval's model) decodes the token ids."""
     messages = record.get("messages") or [{"role": "assistant", "content": record.get("response") or ""}]
     score = _float(record.get("score"))
     return {
         "id": f"{run}/{record.get('prompt_id')}/{record.get('sample')}",
+        "kind": "eval",
         "run": run,
         "step": run,
         "source": str(record.get("data_source") or ""),
@@ -151,5 +183,5 @@ def from_eval(record: Mapping[str, Any], run: str) -> dict[str, Any]:
         "ground_truth": None,
         "turns": [{"role": str(m.get("role", "")), "content": str(m.get("content", ""))} for m in messages],
         "response_tokens": int(record.get("response_tokens") or 0),
-        "tokens": None,
+        "tokens": _tokens(record, tokenizer),
     }

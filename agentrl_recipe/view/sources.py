@@ -1,5 +1,7 @@
 """What a folder holds for the viewer: training runs (file-logger ``metrics.jsonl``, the trajectory dump
-``step_<N>.jsonl``), eval runs (``rollouts.jsonl`` with ``report.json``), or both (the demo's output folder).
+``step_<N>.jsonl``), eval runs (``rollouts.jsonl`` with its token sidecar ``rollouts.tokens.jsonl`` and
+``report.json``), or both (the demo's output folder). Nothing here writes to them: a torn last line (a dump being
+written) is skipped.
 
 Each piece that is absent becomes one line in :attr:`Inputs.notes`; nothing absent is an error unless the folder holds
 nothing at all.
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe.eval.dump import TOKEN_KEYS, tokens_path
 from agentrl_recipe.view import records
 
 METRICS_FILE = "metrics.jsonl"  # verl's file logger (VERL_FILE_LOGGER_PATH; the demo's runs/<stage>/metrics.jsonl)
@@ -31,13 +34,29 @@ class StepFile:
     step: str
     path: Path
     kind: str  # "train" | "eval"
+    tokenizer: str | None = None  # eval: decodes the sidecar's token ids (the eval's model)
 
     def read(self) -> Iterator[dict[str, Any]]:
-        convert = records.from_training if self.kind == "train" else records.from_eval
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    yield convert(json.loads(line), self.run)
+        if self.kind == "train":
+            for record in _json_lines(self.path):
+                yield records.from_training(record, self.run)
+            return
+        tokens = {(str(r["prompt_id"]), int(r["sample"])): r for r in _json_lines(tokens_path(self.path))}
+        for record in _json_lines(self.path):
+            ids = tokens.get((str(record.get("prompt_id")), int(record.get("sample") or 0)), {})
+            yield records.from_eval(record | {k: ids[k] for k in TOKEN_KEYS if k in ids}, self.run, self.tokenizer)
+
+
+def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON lines of ``path`` (none when absent); a torn last line — a dump being written — is skipped."""
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                return
+            if line.strip():
+                yield json.loads(line)
 
 
 @dataclasses.dataclass
@@ -82,8 +101,9 @@ def _train_run_folder(step_file: Path) -> Path:
     return folder.parent if folder.name == "trajectories" else folder
 
 
-def discover(root: Path) -> Inputs:
-    """Every input under ``root`` (up to :data:`MAX_DEPTH` folders deep)."""
+def discover(root: Path, tokenizer: str | None = None) -> Inputs:
+    """Every input under ``root`` (up to :data:`MAX_DEPTH` folders deep); ``tokenizer`` decodes the eval runs' token
+    ids (default: each eval's model, from its report)."""
     root = root.resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a folder")
@@ -97,12 +117,18 @@ def discover(root: Path) -> Inputs:
         run = _run_name(root, _train_run_folder(path))
         found.steps.append(StepFile(run=run, step=str(int(match.group(1))), path=path, kind="train"))
     found.steps.sort(key=lambda s: (s.run, int(s.step)))
+    evals = []
     for path in _files(root, EVAL_DUMP):
         run = _run_name(root, path.parent)
-        found.steps.append(StepFile(run=run, step=run, path=path, kind="eval"))
         report = path.parent / EVAL_REPORT
         if report.is_file():
             found.reports[run] = json.loads(report.read_text(encoding="utf-8"))
+        model = tokenizer or (found.reports.get(run, {}).get("protocol") or {}).get("model")
+        evals.append(StepFile(run=run, step=run, path=path, kind="eval", tokenizer=model))
+        if not tokens_path(path).is_file():
+            found.notes.append(f"{run}: no {tokens_path(path).name} (an eval older than it): no token mode")
+    # in the order they ran (eval_before before eval_after): by their report's time, then by name
+    found.steps += sorted(evals, key=lambda e: (str(found.reports.get(e.run, {}).get("created_utc") or "~"), e.run))
     if not found.metrics and not found.steps:
         raise FileNotFoundError(
             f"{root}: no {METRICS_FILE} (verl's file logger), no step_<N>.jsonl (agentrl.trajectory_dump) and no "

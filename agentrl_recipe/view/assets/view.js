@@ -92,7 +92,48 @@ function renderReasoning() {
       el("td", {}, fmt(r.tool_success_rate)), el("td", {}, bars(r.by_calls, "trajectories", "", maxN)),
       el("td", {}, bars(r.by_calls, "accuracy", "acc", 1)), el("td", { class: "by-calls" }, detail));
   });
-  view.append(el("table", { id: "reasoning-table" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+  view.append(reasoningCompare(), el("h4", {}, "every step and eval run"),
+    el("table", { id: "reasoning-table" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+// The two rows a before/after view opens on: the first and last eval run (eval before vs after RL) when there are
+// two, else the first and last row.
+function beforeAfter(keys, isEval) {
+  const evals = keys.filter(isEval);
+  return evals.length >= 2 ? [evals[0], evals[evals.length - 1]] : [keys[0], keys[keys.length - 1]];
+}
+function reasoningCompare() {
+  const rowKey = (r) => r.run + " · " + r.step;
+  const byKey = new Map(DATA.reasoning.map((r) => [rowKey(r), r]));
+  const keys = [...byKey.keys()];
+  const box = el("div", { id: "rm-compare" });
+  if (keys.length < 2) return box;
+  const [k0, k1] = beforeAfter(keys, (k) => byKey.get(k).kind === "eval");
+  const pick = (id, value) => {
+    const s = el("select", { id }, ...keys.map((k) => el("option", { value: k }, k)));
+    s.value = value;
+    return s;
+  };
+  const a = pick("rm-a", k0), b = pick("rm-b", k1);
+  const table = el("table", { id: "rm-compare-table" });
+  const update = () => {
+    const ra = byKey.get(a.value), rb = byKey.get(b.value);
+    const calls = [...new Set([...Object.keys(ra.by_calls), ...Object.keys(rb.by_calls)])].sort((x, y) => x - y);
+    const share = (r, n) => (r.by_calls[n] ? r.by_calls[n].trajectories + " (" + fmt(r.by_calls[n].trajectories / r.trajectories, 2) + ")" : "0");
+    const acc = (r, n) => (r.by_calls[n] ? fmt(r.by_calls[n].accuracy, 2) : "–");
+    const head = el("tr", {}, ...["tool calls", "before: trajectories (share)", "before: accuracy",
+      "after: trajectories (share)", "after: accuracy"].map((h) => el("th", {}, h)));
+    const rows = calls.map((n) => el("tr", { "data-calls": n }, el("td", {}, n), el("td", {}, share(ra, n)),
+      el("td", {}, acc(ra, n)), el("td", {}, share(rb, n)), el("td", {}, acc(rb, n))));
+    const total = (label, f, d) => el("tr", { class: "total" }, el("th", {}, label), el("td", { colspan: 2 }, fmt(f(ra), d)),
+      el("td", { colspan: 2 }, fmt(f(rb), d)));
+    table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows,
+      total("all: accuracy", (r) => r.accuracy, 3), total("calls / trajectory", (r) => r.calls_mean, 2),
+      total("tool success", (r) => r.tool_success_rate, 3), total("trajectories", (r) => r.trajectories, 0)));
+  };
+  a.addEventListener("change", update); b.addEventListener("change", update);
+  update();
+  box.append(el("h4", {}, "before / after"), el("label", {}, "before ", a), " ", el("label", {}, "after ", b), table);
+  return box;
 }
 
 // ---- trajectory list ---------------------------------------------------------------------------------------------
@@ -211,11 +252,11 @@ async function renderTrajectory(id) {
       tokenMode = !tokenMode;
       toggle.textContent = tokenMode ? "turns" : "token mode";
       body.replaceChildren(tokenMode ? el("div", {}, el("p", {}, "Green: model tokens (loss mask 1). Grey: prompt, tool " +
-        "output and template tokens (mask 0)." + (d.tokens.decoded ? "" : " No tokenizer in the dump: ids shown.")),
+        "output and template tokens (mask 0)." + (d.tokens.decoded ? "" : " " + (d.tokens.note || "No tokenizer in the dump: ids shown."))),
         tokenView(d.tokens)) : turns);
     });
     view.append(toggle);
-  } else view.append(el("p", { class: "unk" }, "no token ids in this dump (eval runs and agentrl.trajectory_dump.token_ids false)"));
+  } else view.append(el("p", { class: "unk" }, "no token ids in this dump (an eval without rollouts.tokens.jsonl, or agentrl.trajectory_dump.token_ids false)"));
   view.append(body);
 }
 
@@ -223,9 +264,11 @@ async function renderTrajectory(id) {
 function renderCompare() {
   const view = document.getElementById("view-compare");
   const groups = [...new Set(TRAJ.map(groupKey))];
+  const evalGroups = new Set(TRAJ.filter((t) => t.kind === "eval").map(groupKey));
+  const [g0, g1] = beforeAfter(groups, (g) => evalGroups.has(g));
   const a = el("select", { id: "cmp-a" }, ...groups.map((g) => el("option", { value: g }, g)));
   const b = el("select", { id: "cmp-b" }, ...groups.map((g) => el("option", { value: g }, g)));
-  b.selectedIndex = groups.length - 1;
+  a.value = g0; b.value = g1;
   const prompt = el("select", { id: "cmp-prompt" });
   const out = el("div", { class: "side", id: "cmp-out" });
   const side = (g, p) => {

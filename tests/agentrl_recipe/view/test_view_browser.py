@@ -1,9 +1,10 @@
 """The viewer in a real browser: headless Chromium (Debian's chromium + chromium-driver, `make install`) via selenium.
 
 The recorded fast demo run (fixtures/demo_fast: verl main_ppo's trajectory dump and file-logger metrics, the eval
-harness's dumps before and after) is filtered to wrong answers, one is opened and read in token mode; a program
-printing <script>/<img onerror> must not run; a 1,024-trajectory step lists in under a second; --serve reads a
-trajectory's details lazily.
+harness's dumps before and after) is filtered to wrong answers, one is opened and read in token mode; the
+reasoning-mode view compares eval before and after RL by number of tool calls; an eval's token sidecar is read in token
+mode; a program printing <script>/<img onerror> must not run; a 1,024-trajectory step lists in under a second;
+--serve reads a trajectory's details lazily.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from view_fixtures import DEMO_FAST, XSS_IMG, XSS_SCRIPT, eval_record, training_record, write_jsonl
+from view_fixtures import (
+    DEMO_FAST,
+    XSS_IMG,
+    XSS_SCRIPT,
+    eval_record,
+    eval_tokens,
+    training_record,
+    word_tokenizer,
+    write_jsonl,
+)
 
 from agentrl_recipe.view.build import build_page
 from agentrl_recipe.view.serve import make_server
@@ -88,6 +98,70 @@ def test_demo_page_wrong_answer_in_token_mode(browser, tmp_path: Path) -> None:
     rendered = browser.execute_script("return document.getElementById('tokens').textContent")
     assert rendered == "".join(tokens["text"])
     assert "<tool_call>" in rendered  # the model's call, as the trainer saw it
+
+
+def _eval_run(folder: Path, created: str, rows: list[tuple[int, bool]]) -> None:
+    records = [eval_record(f"p{i}", 0, correct=c, calls=n) for i, (n, c) in enumerate(rows)]
+    write_jsonl(folder / "rollouts.jsonl", records)
+    (folder / "report.json").write_text(json.dumps({"created_utc": created}))
+
+
+def test_reasoning_mode_before_and_after(browser, tmp_path: Path) -> None:
+    # named so that their names sort after before: the page orders eval runs by when they ran
+    _eval_run(tmp_path / "eval_before", "2026-01-01T00:00:00+00:00", [(0, False), (0, False), (1, True), (2, False)])
+    _eval_run(tmp_path / "eval_after", "2026-01-01T01:00:00+00:00", [(1, True), (1, True), (1, True), (2, False)])
+    rows = [training_record(s, i, calls=1, acc=True) for s in (1, 2) for i in range(4)]
+    write_jsonl(tmp_path / "runs" / "rl" / "trajectories" / "step_000001.jsonl", rows[:4])
+    write_jsonl(tmp_path / "runs" / "rl" / "trajectories" / "step_000002.jsonl", rows[4:])
+    page, _ = build_page(tmp_path, tmp_path / "view.html")
+    _open(browser, page.as_uri())
+    browser.find_element("css selector", "#tabs button[data-view=reasoning]").click()
+    assert [browser.find_element("id", i).get_attribute("value") for i in ("rm-a", "rm-b")] == [
+        "eval_before · eval_before", "eval_after · eval_after",
+    ]  # fmt: skip
+    table = [
+        [c.text for c in tr.find_elements("css selector", "th, td")]
+        for tr in browser.find_elements("css selector", "#rm-compare-table tr")
+    ]
+    assert table == [
+        ["tool calls", "before: trajectories (share)", "before: accuracy", "after: trajectories (share)",
+         "after: accuracy"],
+        ["0", "2 (0.50)", "0.00", "0", "–"],
+        ["1", "1 (0.25)", "1.00", "3 (0.75)", "1.00"],
+        ["2", "1 (0.25)", "0.00", "1 (0.25)", "0.00"],
+        ["all: accuracy", "0.250", "0.750"],
+        ["calls / trajectory", "0.75", "1.25"],
+        ["tool success", "1.000", "1.000"],
+        ["trajectories", "4", "4"],
+    ]  # fmt: skip
+    _select(browser, "rm-a", "runs/rl · 1")
+    one_call = browser.find_element("css selector", "#rm-compare-table tr[data-calls='1'] td:nth-child(2)")
+    assert one_call.text == "4 (1.00)"
+    order = [r.get_attribute("data-step") for r in browser.find_elements("css selector", "#reasoning-table tbody tr")]
+    assert order == ["1", "2", "eval_before", "eval_after"]
+    # the same prompt before and after: the Before / after tab opens on the two eval runs
+    browser.find_element("css selector", "#tabs button[data-view=compare]").click()
+    assert [browser.find_element("id", i).get_attribute("value") for i in ("cmp-a", "cmp-b", "cmp-prompt")] == [
+        "eval_before · eval_before", "eval_after · eval_after", "p0",
+    ]  # fmt: skip
+    sides = browser.find_elements("css selector", "#cmp-out > div li")
+    assert [s.text for s in sides] == ["wrong, reward -1.000, 0 calls", "correct, reward 1.000, 1 calls"]
+
+
+def test_eval_token_mode(browser, tmp_path: Path) -> None:
+    ev = tmp_path / "eval_after"
+    write_jsonl(ev / "rollouts.jsonl", [eval_record("p0", 0, correct=False)])
+    write_jsonl(ev / "rollouts.tokens.jsonl", [eval_tokens("p0", 0)])
+    (ev / "report.json").write_text(json.dumps({"protocol": {"model": str(word_tokenizer(tmp_path / "model"))}}))
+    page, _ = build_page(ev, tmp_path / "view.html")
+    _open(browser, page.as_uri())
+    browser.execute_script("location.hash = arguments[0]", "t=eval_after/p0/0")
+    browser.find_element("id", "token-mode").click()
+    spans = browser.find_elements("css selector", "#tokens span")
+    assert [(s.text, s.get_attribute("class")) for s in spans] == [
+        ("What", "m0"), ("is", "m0"), ("2", "m0"), ("+", "m0"), ("2", "m0"), ("?", "m0"),
+        ("<tool_call>", "m1"), ("print", "m1"), ("4", "m0"), ("4", "m1"),
+    ]  # fmt: skip
 
 
 def test_untrusted_text_never_runs(browser, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from view_fixtures import XSS_SCRIPT, eval_record, training_record, write_jsonl
+from view_fixtures import XSS_SCRIPT, eval_record, eval_tokens, training_record, word_tokenizer, write_jsonl
 
 from agentrl_recipe.view import aggregate, page, records
 from agentrl_recipe.view.build import build_page
@@ -78,8 +78,9 @@ def test_script_json_cannot_close_the_script_element() -> None:
 def test_missing_pieces_are_one_line_each(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "eval_a" / "rollouts.jsonl", [eval_record("p0", 0, correct=True)])
     notes = discover(tmp_path).notes
-    assert len(notes) == 2
-    assert notes[0].startswith("no metrics.jsonl") and notes[1].startswith("no training trajectory dump")
+    assert len(notes) == 3
+    assert notes[0] == "eval_a: no rollouts.tokens.jsonl (an eval older than it): no token mode"
+    assert notes[1].startswith("no metrics.jsonl") and notes[2].startswith("no training trajectory dump")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match=r"no metrics\.jsonl"):
         discover(tmp_path / "empty")
@@ -105,3 +106,52 @@ def test_an_eval_report_shows_its_headline_figures() -> None:
         "eval/agentrl_demo_arith/avg@2", "eval/agentrl_demo_arith/pass@1", "eval/agentrl_demo_arith/pass@2",
         "eval/agentrl_demo_arith/maj@2",
     }  # fmt: skip
+
+
+def test_eval_token_mode_decodes_the_sidecar_with_the_eval_model(tmp_path: Path) -> None:
+    tokenizer = word_tokenizer(tmp_path / "model")
+    ev = tmp_path / "ev"
+    write_jsonl(ev / "rollouts.jsonl", [eval_record("p0", 0, correct=True), eval_record("p0", 1, correct=False)])
+    write_jsonl(ev / "rollouts.tokens.jsonl", [eval_tokens("p0", 0)])  # sample 1: no tokens
+    (ev / "report.json").write_text(json.dumps({"protocol": {"model": str(tokenizer)}}))
+    _, data = build_page(ev, tmp_path / "page.html")
+    tokens = data["details"]["ev/p0/0"]["tokens"]
+    assert tokens == {
+        "text": ["What", "is", "2", "+", "2", "?", "<tool_call>", "print", "4", "4"],
+        "mask": [0, 0, 0, 0, 0, 0, 1, 1, 0, 1],
+        "prompt_len": 6,
+        "decoded": True,
+    }
+    assert data["details"]["ev/p0/1"]["tokens"] is None
+    assert not any("rollouts.tokens.jsonl" in n for n in data["notes"])
+
+
+def test_eval_tokens_without_their_tokenizer_show_ids(tmp_path: Path) -> None:
+    ev = tmp_path / "ev"
+    write_jsonl(ev / "rollouts.jsonl", [eval_record("p0", 0, correct=True)])
+    write_jsonl(ev / "rollouts.tokens.jsonl", [eval_tokens("p0", 0)])
+    (ev / "report.json").write_text(json.dumps({"protocol": {"model": str(tmp_path / "moved")}}))
+    _, data = build_page(ev, tmp_path / "page.html")
+    tokens = data["details"]["ev/p0/0"]["tokens"]
+    assert tokens["text"][:2] == ["⟨1⟩", "⟨2⟩"] and tokens["decoded"] is False
+    assert tokens["note"] == f"tokenizer {tmp_path / 'moved'} did not load (OSError): ids shown"
+    # --tokenizer names one that is here
+    _, data = build_page(ev, tmp_path / "page.html", tokenizer=str(word_tokenizer(tmp_path / "model")))
+    assert data["details"]["ev/p0/0"]["tokens"]["text"][:2] == ["What", "is"]
+
+
+def test_an_eval_without_a_sidecar_says_so(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "ev" / "rollouts.jsonl", [eval_record("p0", 0, correct=True)])
+    _, data = build_page(tmp_path / "ev", tmp_path / "page.html")
+    assert "ev: no rollouts.tokens.jsonl (an eval older than it): no token mode" in data["notes"]
+    assert data["details"]["ev/p0/0"]["tokens"] is None
+
+
+def test_a_torn_last_line_of_a_dump_being_written_is_skipped(tmp_path: Path) -> None:
+    dump = write_jsonl(tmp_path / "ev" / "rollouts.jsonl", [eval_record("p0", 0, correct=True)])
+    with open(dump, "a", encoding="utf-8") as f:
+        f.write('{"prompt_id": "p0", "sample": 1, "da')
+    before = dump.read_bytes()
+    _, data = build_page(tmp_path / "ev", tmp_path / "page.html")
+    assert [t["id"] for t in data["trajectories"]] == ["ev/p0/0"]
+    assert dump.read_bytes() == before  # the viewer writes nothing to a dump

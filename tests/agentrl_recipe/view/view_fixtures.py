@@ -72,3 +72,28 @@ def training_record(step: int, i: int, *, calls: int, acc: bool, pad: str = "") 
         "prompt_text": ["Q", ":"],
         "response_text": [" a", pad or " tool", " b"],
     }
+
+
+WORDS = ("[UNK]", "What", "is", "2", "+", "?", "print", "(", ")", "4", "<tool_call>")
+
+
+def word_tokenizer(folder: Path) -> Path:
+    """A word-level tokenizer over :data:`WORDS` saved to ``folder`` (built in milliseconds, no training)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]").save_pretrained(folder)
+    return folder
+
+
+def eval_tokens(prompt_id: str, sample: int) -> dict:
+    """The sidecar line (rollouts.tokens.jsonl) of :func:`eval_record`: "What is 2 + 2 ?" then a call and its output."""
+    return {
+        "prompt_id": prompt_id,
+        "sample": sample,
+        "prompt_ids": [1, 2, 3, 4, 3, 5],
+        "response_ids": [10, 6, 9, 9],
+        "response_mask": [1, 1, 0, 1],
+    }
