@@ -62,6 +62,9 @@ class DemoSettings:
     hidden_size: int = 128  # h64 never learned the copy in 450 steps (loss stuck at ~0.20: digits at chance)
     num_layers: int = 2
     initializer_range: float = 0.06  # init std [HF default 0.02]: the copy plateau is ~2x shorter (sft_steps)
+    # The tiny model's family (agentrl_recipe/cpu_task/tiny_model.py): "qwen3" = Qwen3ForCausalLM with the Qwen3-2507
+    # Instruct template (the paper's 4B run); "qwen2.5" = Qwen2ForCausalLM with the Qwen2.5 template (the 7B run).
+    family: str = "qwen3"
     sft_overrides: tuple[str, ...] = ()
     rl_overrides: tuple[str, ...] = ()
 
@@ -159,9 +162,12 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
         num_layers=s.num_layers,
         initializer_range=s.initializer_range,
         teacher_accuracy=s.teacher_accuracy,
+        family=s.family,
     )
     with _quiet_verl_prints():
         inputs = cpu_inputs.prepare(out / "inputs", sizes)
+    model = demo_report.model_summary(inputs.model)
+    print(f"   model: {demo_report.describe_model(model)}", flush=True)
     teacher = json.loads((out / "inputs" / "teacher.json").read_text())
     print(f"   teacher: {teacher['kept']}/{teacher['attempted']} executed trajectories kept, "
           f"{teacher['kept_wrong']} of them with a wrong operator", flush=True)  # fmt: skip
@@ -208,6 +214,7 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
         "settings": dataclasses.asdict(s),
         "machine": {"cpus": os.cpu_count()},
         "configs": {"sft": SFT_CONFIG, "rl": RL_CONFIG},
+        "model": model,
         "stage_seconds": stages.seconds,
         "total_seconds": round(time.monotonic() - stages.start, 1),
         "teacher": teacher,
@@ -226,7 +233,7 @@ def run_demo(s: DemoSettings) -> dict[str, Any]:
     print(
         f"\nheld-out avg@{k}: {before[f'avg@{k}']:.3f} [{lo_b:.3f}, {hi_b:.3f}] after SFT -> "
         f"{after[f'avg@{k}']:.3f} [{lo_a:.3f}, {hi_a:.3f}] after {s.rl_steps} GRPO-TCR steps (95% bootstrap CI); "
-        f"total {result['total_seconds']:.0f} s. Outputs in {out}/",
+        f"total {result['total_seconds']:.0f} s; {demo_report.describe_model(model)}. Outputs in {out}/",
         flush=True,
     )
     print(f"trajectory viewer: {view_page}", flush=True)
@@ -241,10 +248,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help=f"GRPO-TCR steps (default {d.rl_steps})")
     parser.add_argument("--sft-steps", type=int, default=None, help=f"SFT steps (default {d.sft_steps})")
     parser.add_argument("--teacher-accuracy", type=float, default=None, help=f"default {d.teacher_accuracy}")
+    parser.add_argument("--family", choices=["qwen3", "qwen2.5"], default=d.family, help="tiny model (%(default)s)")
 
 
 def settings_from_args(args: argparse.Namespace) -> DemoSettings:
-    values: dict[str, Any] = {"out": args.out, "seed": args.seed}
+    values: dict[str, Any] = {"out": args.out, "seed": args.seed, "family": args.family}
     for name, key in (("steps", "rl_steps"), ("sft_steps", "sft_steps"), ("teacher_accuracy", "teacher_accuracy")):
         if getattr(args, name) is not None:
             values[key] = getattr(args, name)

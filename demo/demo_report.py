@@ -6,11 +6,13 @@ Every number here is read from what verl's trainers logged (``metrics.jsonl``) o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from agentrl_recipe.atomic_io import save_figure
 from agentrl_recipe.cpu_task.task import DATA_SOURCE
+from agentrl_recipe.cpu_task.tiny_model import CHAT_TEMPLATE_FILES, chat_template
 
 # (verl metrics key, table header, format) — the GRPO-TCR step table.
 STEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -42,6 +44,38 @@ def table_row(step: int, metrics: dict[str, Any]) -> str:
 
 def table(steps: dict[int, dict[str, Any]]) -> str:
     return table_header() + "\n" + "\n".join(table_row(s, m) for s, m in sorted(steps.items())) + "\n"
+
+
+def model_summary(model_dir: Path) -> dict[str, Any]:
+    """The demo model's family, architecture, size and chat template, read from its saved files."""
+    import math
+
+    from safetensors import safe_open
+
+    config = json.loads((model_dir / "config.json").read_text())
+    template = json.loads((model_dir / "tokenizer_config.json").read_text()).get("chat_template")
+    if template is None and (model_dir / "chat_template.jinja").is_file():
+        template = (model_dir / "chat_template.jinja").read_text()
+    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as weights:
+        parameters = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())  # noqa: SIM118
+    families = [f for f in CHAT_TEMPLATE_FILES if chat_template(f) == template]
+    return {
+        "family": families[0] if families else "unknown",
+        "architecture": config["architectures"][0],
+        "chat_template": CHAT_TEMPLATE_FILES[families[0]] if families else "other",
+        "parameters": parameters,
+        "hidden_size": config["hidden_size"],
+        "layers": config["num_hidden_layers"],
+        "vocab_size": config["vocab_size"],
+    }
+
+
+def describe_model(model: dict[str, Any]) -> str:
+    return (
+        f"tiny {model['family']} ({model['architecture']}, {model['parameters'] / 1e6:.2f}M parameters, "
+        f"h{model['hidden_size']} L{model['layers']}, {model['vocab_size']}-token vocabulary; "
+        f"chat template {model['chat_template']})"
+    )
 
 
 def eval_summary(report: dict[str, Any], k: int) -> dict[str, Any]:

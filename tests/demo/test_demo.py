@@ -41,6 +41,9 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory, agentrl_cache: Path) -> t
 def test_every_stage_ran_and_wrote_its_outputs(demo_run: tuple[Path, dict[str, Any]]) -> None:
     out, result = demo_run
     assert list(result["stage_seconds"]) == ["inputs", "sft", "eval_before", "grpo_tcr", "eval_after"]
+    model = result["model"]  # the family the demo trained, read from the model's own files
+    assert (model["family"], model["architecture"]) == ("qwen3", "Qwen3ForCausalLM")
+    assert (model["chat_template"], model["hidden_size"], model["layers"]) == ("qwen3_2507_instruct.jinja", 32, 1)
     assert json.loads((out / "demo.json").read_text())["eval_after"] == result["eval_after"]
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "steps.md").read_text().count("\n") == 2 + len(result["rl_steps"])

@@ -145,3 +145,21 @@ def test_a_repeated_question_gets_the_same_teacher_program() -> None:
         programs.setdefault(p.question, set()).add(p.code)
     assert len(programs) < len(train)  # questions do repeat
     assert all(len(codes) == 1 for codes in programs.values())
+
+
+def test_the_model_summary_names_the_family_from_the_saved_files(tiny_model_dir: Path) -> None:
+    model = demo_report.model_summary(tiny_model_dir)
+    assert model == {
+        "family": "qwen3",
+        "architecture": "Qwen3ForCausalLM",
+        "chat_template": "qwen3_2507_instruct.jinja",
+        "parameters": model["parameters"],
+        "hidden_size": 128,
+        "layers": 4,
+        "vocab_size": json.loads((tiny_model_dir / "config.json").read_text())["vocab_size"],
+    }
+    # tied embeddings: the lm_head adds no parameters (4 layers of q/k/v/o, q/k norms, MLP, 2 norms; embeddings, norm)
+    h, kv, ffn, vocab = 128, 64, 256, model["vocab_size"]
+    layer = h * h * 2 + h * kv * 2 + 32 * 2 + 3 * h * ffn + 2 * h
+    assert model["parameters"] == 4 * layer + vocab * h + h
+    assert demo_report.describe_model(model).startswith("tiny qwen3 (Qwen3ForCausalLM, ")
