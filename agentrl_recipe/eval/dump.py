@@ -12,7 +12,7 @@ tool_infra_failure, prompt_tokens, response_tokens``.
 
 The trajectory's token ids go to a sidecar, ``rollouts.tokens.jsonl`` (:data:`TOKEN_KEYS` with the record's key, one
 line per sample, written before its record): what ``agentrl-recipe view``'s token mode shows. Resume and the report
-never read it, so its size (about 8 bytes a token) costs them nothing; the same key twice: the later line wins.
+never read it, so its size (up to 9 bytes a token) costs them nothing; the same key twice: the later line wins.
 """
 
 from __future__ import annotations
