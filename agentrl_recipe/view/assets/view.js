@@ -19,7 +19,8 @@ function svgEl(tag, attrs) {
 }
 const fmt = (v, d = 3) => (v == null || Number.isNaN(v) ? "–" : Number(v).toFixed(d));
 const answer = (c) => (c === true ? "correct" : c === false ? "wrong" : "ungraded");
-const groupKey = (t) => t.run + " · " + t.step;
+// an eval run is one "step" named after the run: "eval_after"; a training step: "runs/rl · step 3"
+const groupKey = (t) => (t.kind === "eval" ? t.run : t.run + " · step " + t.step);
 
 // ---- run overview ------------------------------------------------------------------------------------------------
 function lineChart(chart) {
@@ -87,7 +88,7 @@ function renderReasoning() {
   const rows = DATA.reasoning.map((r) => {
     const maxN = Math.max(...Object.values(r.by_calls).map((b) => b.trajectories));
     const detail = Object.entries(r.by_calls).map(([k, b]) => k + ": " + b.trajectories + " @ " + fmt(b.accuracy, 2)).join("; ");
-    return el("tr", { "data-run": r.run, "data-step": r.step }, el("td", {}, r.run), el("td", {}, r.step),
+    return el("tr", { "data-run": r.run, "data-step": r.step }, el("td", {}, r.run), el("td", {}, r.kind === "eval" ? "eval" : r.step),
       el("td", {}, r.trajectories), el("td", {}, fmt(r.accuracy)), el("td", {}, fmt(r.calls_mean, 2)),
       el("td", {}, fmt(r.tool_success_rate)), el("td", {}, bars(r.by_calls, "trajectories", "", maxN)),
       el("td", {}, bars(r.by_calls, "accuracy", "acc", 1)), el("td", { class: "by-calls" }, detail));
@@ -102,8 +103,7 @@ function beforeAfter(keys, isEval) {
   return evals.length >= 2 ? [evals[0], evals[evals.length - 1]] : [keys[0], keys[keys.length - 1]];
 }
 function reasoningCompare() {
-  const rowKey = (r) => r.run + " · " + r.step;
-  const byKey = new Map(DATA.reasoning.map((r) => [rowKey(r), r]));
+  const byKey = new Map(DATA.reasoning.map((r) => [groupKey(r), r]));
   const keys = [...byKey.keys()];
   const box = el("div", { id: "rm-compare" });
   if (keys.length < 2) return box;

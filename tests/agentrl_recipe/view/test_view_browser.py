@@ -117,7 +117,7 @@ def test_reasoning_mode_before_and_after(browser, tmp_path: Path) -> None:
     _open(browser, page.as_uri())
     browser.find_element("css selector", "#tabs button[data-view=reasoning]").click()
     assert [browser.find_element("id", i).get_attribute("value") for i in ("rm-a", "rm-b")] == [
-        "eval_before · eval_before", "eval_after · eval_after",
+        "eval_before", "eval_after",
     ]  # fmt: skip
     table = [
         [c.text for c in tr.find_elements("css selector", "th, td")]
@@ -134,7 +134,7 @@ def test_reasoning_mode_before_and_after(browser, tmp_path: Path) -> None:
         ["tool success", "1.000", "1.000"],
         ["trajectories", "4", "4"],
     ]  # fmt: skip
-    _select(browser, "rm-a", "runs/rl · 1")
+    _select(browser, "rm-a", "runs/rl · step 1")
     one_call = browser.find_element("css selector", "#rm-compare-table tr[data-calls='1'] td:nth-child(2)")
     assert one_call.text == "4 (1.00)"
     order = [r.get_attribute("data-step") for r in browser.find_elements("css selector", "#reasoning-table tbody tr")]
@@ -142,7 +142,7 @@ def test_reasoning_mode_before_and_after(browser, tmp_path: Path) -> None:
     # the same prompt before and after: the Before / after tab opens on the two eval runs
     browser.find_element("css selector", "#tabs button[data-view=compare]").click()
     assert [browser.find_element("id", i).get_attribute("value") for i in ("cmp-a", "cmp-b", "cmp-prompt")] == [
-        "eval_before · eval_before", "eval_after · eval_after", "p0",
+        "eval_before", "eval_after", "p0",
     ]  # fmt: skip
     sides = browser.find_elements("css selector", "#cmp-out > div li")
     assert [s.text for s in sides] == ["wrong, reward -1.000, 0 calls", "correct, reward 1.000, 1 calls"]
