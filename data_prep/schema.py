@@ -13,6 +13,8 @@ RL row (``verl.utils.dataset.rl_dataset.RLHFDataset``)::
 Code rows carry their tests as a JSON *string* in ``ground_truth``: ``{"inputs": [str], "outputs": [str],
 "fn_name": str|null}`` (the LiveCodeBench encoding; see CONTRACTS), or a LeetCode assert harness ``{"import_prefix",
 "test_code", "entry_point"}`` (raw Skywork-OR1; graded by running the asserts, see :func:`validate_code_tests`).
+A row whose ``extra_info.released_only`` says why it is kept (a published row the released loader kept; see
+``data_prep/jobs/rl_released.py``) skips the ground-truth checks: it is graded as the released code graded it.
 Every ``ground_truth`` is a string, so math and code rows share one Arrow type and verl can concatenate files.
 
 SFT row (``verl.utils.dataset.multiturn_sft_dataset.MultiTurnSFTDataset``)::
@@ -37,7 +39,7 @@ from agentrl_recipe.problems import read_local_file
 from agentrl_recipe.tasks import task_kind
 from agentrl_recipe.training.rewards.code.assert_form import AssertTests, is_assert_form
 from agentrl_recipe.training.rewards.code.grade import CodeTests
-from agentrl_recipe.training.rewards.ground_truth import CALL_TESTS_KEY, decoded_list_answer
+from agentrl_recipe.training.rewards.ground_truth import CALL_TESTS_KEY, RELEASED_ONLY_KEY, decoded_list_answer
 
 PROMPT_ROLES = ("system", "user", "assistant")
 SFT_ROLES = ("system", "user", "assistant", "tool")
@@ -156,8 +158,8 @@ def validate_rl_row(row: Any) -> list[FieldError]:
     gt = rm.get("ground_truth")
     if not isinstance(gt, str) or not gt.strip():
         return [*errors, FieldError("reward_model.ground_truth", "must be a non-empty string")]
-    if data_source not in KNOWN_DATA_SOURCES:
-        return errors
+    if data_source not in KNOWN_DATA_SOURCES or (isinstance(extra, dict) and extra.get(RELEASED_ONLY_KEY)):
+        return errors  # a released_only row is graded as the released code did, never parsed
     kind = task_kind(data_source)
     if kind == "code":
         errors += validate_code_tests(gt)

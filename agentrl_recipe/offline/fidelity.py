@@ -305,6 +305,16 @@ STACK_ROWS = (
         "their import warnings, `/tmp/main.py`, the IndentationError caret differs; url: a SandboxFusion server",
     ),
     Row(
+        "resolved:keep_released_rows",
+        "–",
+        "every published row loaded: an unknown label graded as math (reward.py:168), a code ground truth in neither "
+        "test form as a boxed math answer (code_math.py:319: −1)",
+        "recipe/demystify/reward.py:95",
+        True,
+        "data.agentrl.keep_released_rows (rows flagged extra_info.released_only by `data rl-released`, which prints "
+        "the count); _fixed: dropped at load, counted per reason",
+    ),
+    Row(
         "agentrl.infra_guard.max_rate",
         "–",
         "none (trained on whatever the sandbox returned)",

@@ -23,6 +23,7 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | tool ``call_arguments`` | ``released``: the model's ``timeout``/``language`` as sent | ``bounded``: ≤ ``timeout_s`` |
 | ``actor_rollout_ref.actor.policy_loss.token_mean_scope`` | ``micro_batch``: × its sequences | ``mini_batch`` (verl) |
 | ``data.agentrl.prompt_filter_counts_tools`` | false: the prompt alone | true: prompt + tool schemas (verl) |
+| ``data.agentrl.keep_released_rows`` | true: every published row | false: rows flagged ``released_only`` dropped |
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "call_arguments": {"open_agentrl": "released", "agentrl": "bounded"},
     "token_mean_scope": {"open_agentrl": "micro_batch", "agentrl": "mini_batch"},
     "prompt_filter_counts_tools": {"open_agentrl": False, "agentrl": True},
+    "keep_released_rows": {"open_agentrl": True, "agentrl": False},
 }
 
 

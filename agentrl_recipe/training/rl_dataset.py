@@ -18,18 +18,25 @@ A row whose ground truth the graders cannot parse (a code ground truth nested to
 that is not one option letter, a missing answer:
 :func:`agentrl_recipe.training.rewards.ground_truth.ground_truth_error`)
 stops the load too, naming its row number among the rows read, instead of scoring as a grader error mid-run.
+
+A published row the released loader kept and our schema would not (an unknown source label, a code-test form our
+graders do not parse) carries ``extra_info.released_only`` (why; ``agentrl-recipe data rl-released`` counts them).
+``data.agentrl.keep_released_rows`` (null = from compat: open_agentrl true, agentrl false) keeps it, graded as the
+released code did (an unknown label as math, an unknown test form as a boxed math answer: −1), or drops it at load,
+printing the count per reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Any
 
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from agentrl_recipe import names, tasks
 from agentrl_recipe.training.recipe_config import from_mapping, to_plain
-from agentrl_recipe.training.rewards.ground_truth import ground_truth_error
+from agentrl_recipe.training.rewards.ground_truth import RELEASED_ONLY_KEY, ground_truth_error
 
 WHERE = f"data.{names.CONFIG_NAMESPACE}"
 
@@ -41,10 +48,13 @@ class DatasetSettings:
 
     # Count the tool schemas' tokens in the prompt-length filter: open_agentrl false ([code]), agentrl/verl true.
     prompt_filter_counts_tools: bool = True
+    # Keep the rows flagged extra_info.released_only: open_agentrl true ([code] loaded every row), agentrl false.
+    keep_released_rows: bool = False
 
     def __post_init__(self) -> None:
-        if self.prompt_filter_counts_tools not in (True, False):
-            raise TypeError(f"{WHERE}.prompt_filter_counts_tools must be true or false")
+        for name in ("prompt_filter_counts_tools", "keep_released_rows"):
+            if getattr(self, name) not in (True, False):
+                raise TypeError(f"{WHERE}.{name} must be true or false")
 
     @classmethod
     def from_data_config(cls, data_config: Any) -> DatasetSettings:
@@ -53,13 +63,39 @@ class DatasetSettings:
         return from_mapping(cls, to_plain(block), where=WHERE)
 
 
+def released_only(row: Any) -> str | None:
+    """Why the fixed mode drops a published row (``extra_info.released_only``), or None."""
+    extra = row.get("extra_info") if hasattr(row, "get") else None
+    reason = extra.get(RELEASED_ONLY_KEY) if isinstance(extra, dict) else None
+    return reason if isinstance(reason, str) and reason else None
+
+
+def drop_released_only_rows(dataframe: Any) -> Any:
+    """The rows without ``extra_info.released_only``; prints how many were dropped, per reason."""
+    reasons = Counter(r for r in map(released_only, _check_columns(dataframe)) if r is not None)
+    if not reasons:
+        return dataframe
+    print(
+        f"{WHERE}.keep_released_rows false: dropped {sum(reasons.values())} published row(s) the released loader "
+        "kept: " + "; ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+    )
+    return dataframe.filter(lambda row: released_only(row) is None)
+
+
+def _check_columns(rows: Any) -> Any:
+    if hasattr(rows, "select_columns"):  # a datasets.Dataset: read only the columns the checks need
+        return rows.select_columns([c for c in ("data_source", "reward_model", "extra_info") if c in rows.column_names])
+    return rows
+
+
 def refuse_ungradable_rows(rows: Any) -> None:
     """Raise naming every row (its number among the rows read) whose ground truth the graders cannot parse: fail
-    before training rather than as grader errors mid-run (issue 40, item 8)."""
+    before training rather than as grader errors mid-run (issue 40, item 8). A ``released_only`` row is graded as
+    the released code did, never parsed: not checked."""
     problems = []
-    if hasattr(rows, "select_columns"):  # a datasets.Dataset: read only the columns the check needs
-        rows = rows.select_columns([c for c in ("data_source", "reward_model", "extra_info") if c in rows.column_names])
-    for number, row in enumerate(rows):
+    for number, row in enumerate(_check_columns(rows)):
+        if released_only(row) is not None:
+            continue
         reward_model = row.get("reward_model") or {}
         kind = tasks.task_kind(str(row.get("data_source") or ""))
         error = ground_truth_error(kind, reward_model.get("ground_truth"), row.get("extra_info"))
@@ -80,8 +116,11 @@ class AgentRLDataset(RLHFDataset):
 
     def maybe_filter_out_long_prompts(self, dataframe: Any = None) -> Any:
         """verl calls it once on the rows read (before they are cut by length): the one place to see them all."""
-        refuse_ungradable_rows(self.dataframe if dataframe is None else dataframe)
-        return self._filter_long_prompts(dataframe)
+        rows = self.dataframe if dataframe is None else dataframe
+        if not self.settings.keep_released_rows:
+            rows = drop_released_only_rows(rows)
+        refuse_ungradable_rows(rows)
+        return self._filter_long_prompts(rows)
 
     def _filter_long_prompts(self, dataframe: Any) -> Any:
         if self.settings.prompt_filter_counts_tools or not self.filter_overlong_prompts or self.tool_schemas is None:

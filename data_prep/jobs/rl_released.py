@@ -24,8 +24,14 @@ under
 ``agentrl`` normalized (null keys dropped, the list's element). The stats count both quirks: ``list_answers`` and
 ``code_fn_name_null``. ``data_source`` labels become ours (``math_dapo``,
 ``mega-science``, ``skywork_math`` for ``train-math-*``, ``skywork_code`` for any label with ``code``); the
-published label is ``extra_info.source_label``. Every row is validated (:mod:`data_prep.schema`):
-an unknown label or ground-truth form goes to ``<out>.rejects.jsonl`` with its file and row number, never to training.
+published label is ``extra_info.source_label``.
+
+Every row the released loader kept is kept (it loaded the file whole): a row our schema would refuse (an unknown
+label, graded as math as the released ``compute_score`` did: ``skywork_math`` here; a ground truth in no form our
+graders parse, graded as ``code_math.py`` did) is flagged ``extra_info.released_only`` with the reason.
+``data.agentrl.keep_released_rows`` keeps those rows (compat ``open_agentrl``) or drops them at load (``agentrl``); the
+job prints how many the fixed mode drops, and why (``released_only`` in the stats). Only a row the released loader
+could not have read either (no prompt text, no ground truth) goes to ``<out>.rejects.jsonl``.
 """
 
 from __future__ import annotations
@@ -38,18 +44,20 @@ from typing import Any
 
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_parquet
-from agentrl_recipe.training.rewards.ground_truth import decoded_list_answer
+from agentrl_recipe.training.rewards.ground_truth import CALL_TESTS_KEY, RELEASED_ONLY_KEY, decoded_list_answer
 from data_prep import prompts, standalone
 from data_prep.code_test_forms import prelude_shadow_report
 from data_prep.files import earlier_report, fingerprint, load_source, mark_done, source_fingerprint
 from data_prep.rows import ConvertError, convert_rows, text_field
+from data_prep.schema import validate_rl_row
 from data_prep.sink import RowSink, rejects_path
 from data_prep.stats import write_report
 
-LOADER_VERSION = 2  # bump when the output for the same input changes, so an up-to-date output is rebuilt
+LOADER_VERSION = 3  # bump when the output for the same input changes, so an up-to-date output is rebuilt
 HUB_ID = "Gen-Verse/Open-AgentRL-30K"
 TEMPLATINGS = ("first_row", "per_row")
 MAP_FN2_LABELS = ("math_dapo", "mega-science")  # CustomRLHFDataset's map_fn2 branch
+FLAG = "released_only: "  # the counts' prefix of a flagged row's reason
 EVAL_LABELS = ("AIME2024", "AIME2025", "gpqa_diamond", "LiveCodeBench_v6")  # its eval-only map functions
 
 
@@ -69,14 +77,25 @@ def templated(map_fn: str, label: str, content: str) -> str:
     return prompts.skywork_math_prompt(content)
 
 
-def our_data_source(label: str) -> str:
+def our_data_source(label: str) -> tuple[str, str | None]:
+    """Our data_source of a published label, and why the fixed mode drops the row (None: it keeps it)."""
     if label in (names.DS_DAPO, names.DS_MEGASCIENCE):
-        return label
-    if "code" in label.lower():
-        return names.DS_SKYWORK_CODE
+        return label, None
+    if "code" in label.lower():  # compute_score's own test: 'code' in data_source.lower() → the code grader
+        return names.DS_SKYWORK_CODE, None
     if label.startswith("train-math-"):
-        return names.DS_SKYWORK_MATH
-    raise ConvertError("data_source", f"unknown label {label!r}: not math_dapo, mega-science, train-math-*, *code*")
+        return names.DS_SKYWORK_MATH, None
+    return names.DS_SKYWORK_MATH, f"unknown label {label!r} (not math_dapo, mega-science, train-math-*, *code*): math"
+
+
+def ground_truth_reason(row: dict) -> str | None:
+    """Why our schema refuses ``row``'s ground truth (the released grader graded it anyway), or None."""
+    errors = [
+        e
+        for e in validate_rl_row(row)
+        if e.field.startswith(("reward_model.ground_truth", f"extra_info.{CALL_TESTS_KEY}"))
+    ]
+    return f"{errors[0].field}: {errors[0].message}"[:120] if errors else None
 
 
 def ground_truth_text(value: Any) -> str:
@@ -103,7 +122,7 @@ def convert_released(row: dict, *, templating: str, file_map_fn: str, counts: Co
     """One published row → our RL row (templated, ground truth as published)."""
     label = text_field(row, "data_source")
     content = text_field(row, "prompt.0.content")
-    data_source = our_data_source(label)
+    data_source, label_reason = our_data_source(label)
     code = data_source == names.DS_SKYWORK_CODE
     map_fn = file_map_fn if templating == "first_row" else map_fn_name(label)
     rm = row.get("reward_model")
@@ -120,7 +139,7 @@ def convert_released(row: dict, *, templating: str, file_map_fn: str, counts: Co
     if source_extra:  # kept whole, as text: its struct type varies between files
         extra["source_extra_info"] = json.dumps(source_extra, default=str)
     ability = row.get("ability") if isinstance(row.get("ability"), str) and row["ability"] else None
-    return {
+    out = {
         "data_source": data_source,
         "prompt": prompt,
         "ability": ability or ("code" if code else "math"),
@@ -128,6 +147,11 @@ def convert_released(row: dict, *, templating: str, file_map_fn: str, counts: Co
         "extra_info": extra,
         "agent_name": names.AGENT_LOOP,
     }
+    reason = label_reason or ground_truth_reason(out)
+    if reason is not None:
+        extra[RELEASED_ONLY_KEY] = reason
+        counts[FLAG + reason] += 1
+    return out
 
 
 def build_released(args: argparse.Namespace) -> dict[str, Any]:
@@ -170,7 +194,8 @@ def build_released(args: argparse.Namespace) -> dict[str, Any]:
         "first_row_data_source": first.get("data_source"),
         "file_map_fn": file_map_fn,
         "by_data_source": dict(Counter(r["data_source"] for r in final)),
-        **dict(counts),
+        **{k: v for k, v in counts.items() if not k.startswith(FLAG)},
+        "released_only": {k.removeprefix(FLAG): v for k, v in counts.items() if k.startswith(FLAG)},
         "total_written": len(final),
         "code_fn_name_shadows_prelude": prelude_shadow_report(final),  # issue 34: code_test_forms.py
         "rejects_file": str(rejects_path(out)),
@@ -201,6 +226,12 @@ def main(args: argparse.Namespace) -> int:
         f"{report['source']}: {report['loaded']} rows, {report['total_written']} written "
         f"({report['templating']}; row 0 is {report['first_row_data_source']!r} → {report['file_map_fn']}), "
         f"{report.get('rejected', 0)} rejected → {report['rejects_file']}"
+    )
+    flagged = report.get("released_only") or {}
+    print(
+        f"kept as the released loader did, flagged released_only: {sum(flagged.values())} row(s); the fixed mode "
+        "(compat agentrl: data.agentrl.keep_released_rows false) drops them at load"
+        + "".join(f"\n  {n:6d}  {reason}" for reason, n in sorted(flagged.items(), key=lambda kv: -kv[1]))
     )
     return 0
 

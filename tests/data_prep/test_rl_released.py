@@ -16,10 +16,13 @@ from data_prep import prompts
 from data_prep.jobs import rl_released as released
 from data_prep.schema import validate_file
 
-# rows 0-8 valid (each ground-truth form), 9 unknown test form, 10 unknown label; 11-14 valid, the published quirks:
-# stdin tests with "fn_name": null, a multiple-choice (GPQA-style) letter, LeetCode asserts on a str / a float result
+# rows 0-8 valid (each ground-truth form), 9 unknown test form, 10 unknown label (both kept, flagged released_only, as
+# the released loader kept them); 11-14 valid, the published quirks: stdin tests with "fn_name": null, a
+# multiple-choice (GPQA-style) letter, LeetCode asserts on a str / a float result
 FIXTURE = "open_agentrl_30k.jsonl"
-VALID = [*range(9), 11, 12, 13, 14]
+ALL = list(range(15))
+UNKNOWN_FORM = "reward_model.ground_truth: unknown code-test form: keys ['cases'] lack ['inputs', 'outputs']"
+UNKNOWN_LABEL = "unknown label 'train-science-physics' (not math_dapo, mega-science, train-math-*, *code*): math"
 NO_UNITS = (
     "\nDo not put units of the final answer inside \\boxed{}. The content of \\boxed{} should be the numerical value "
     "of the final answer only, without any units."
@@ -61,9 +64,9 @@ def test_first_row_dispatch_reproduces_the_original(source: Path, tmp_path: Path
         "map_fn2",
         "first_row",
     )
-    assert [r["prompt"][0]["content"] for r in rows] == [src[i]["prompt"][0]["content"] + NO_UNITS for i in VALID]
+    assert [r["prompt"][0]["content"] for r in rows] == [src[i]["prompt"][0]["content"] + NO_UNITS for i in ALL]
     assert rows[4]["prompt"][0]["content"].endswith("Print their sum." + NO_UNITS)  # a code row told "no units"
-    assert [r["extra_info"]["index"] for r in rows] == list(range(13))
+    assert [r["extra_info"]["index"] for r in rows] == ALL
     assert {r["extra_info"]["map_fn"] for r in rows} == {"map_fn2"}
 
 
@@ -79,7 +82,8 @@ def test_per_row_dispatch_is_the_fix(source: Path, tmp_path: Path, parse_args) -
     assert content[4] == src[4]["prompt"][0]["content"] + SUBMIT
     assert [r["extra_info"]["map_fn"] for r in rows] == ["map_fn2", *["map_fn_skywork"] * 2, "map_fn2"] + [
         "map_fn_skywork"
-    ] * 6 + ["map_fn2", *["map_fn_skywork"] * 2]
+    ] * 8 + ["map_fn2", *["map_fn_skywork"] * 2]
+    assert content[10] == prompts.skywork_math_prompt(src[10]["prompt"][0]["content"])  # the unknown label: math
 
 
 def test_a_file_that_starts_with_a_code_row_gets_the_skywork_templates(data_dir: Path, tmp_path: Path, parse_args):
@@ -95,11 +99,11 @@ def test_ground_truths_are_kept_as_published_and_every_form_is_gradable(source: 
     src = read_local_file(source)
     stats, rows = load(parse_args, source, tmp_path / "out.parquet")
     gts = [r["reward_model"]["ground_truth"] for r in rows]
-    assert gts == [src[i]["reward_model"]["ground_truth"] for i in VALID]  # every one byte for byte as published
-    assert gts[:4] == ["34", "15625", '["7"]', "0.25"] and gts[10] == "C"  # the list answer stays a list
+    assert gts == [src[i]["reward_model"]["ground_truth"] for i in ALL]  # every one byte for byte as published
+    assert gts[:4] == ["34", "15625", '["7"]', "0.25"] and gts[12] == "C"  # the list answer stays a list
     assert (stats["list_answers"], stats["code_fn_name_null"]) == (1, 1)  # the quirks, counted
-    assert json.loads(gts[9]) == {"inputs": ["3\n", "12\n"], "outputs": ["9\n", "144\n"], "fn_name": None}
-    forms = [type(parse_code_tests(gt)).__name__ for gt in gts[4:10] + gts[11:]]
+    assert json.loads(gts[11]) == {"inputs": ["3\n", "12\n"], "outputs": ["9\n", "144\n"], "fn_name": None}
+    forms = [type(parse_code_tests(gt)).__name__ for gt in gts[4:9] + gts[11:12] + gts[13:]]
     assert (
         forms
         == ["CodeTests", "CodeTests", "AssertTests", "AssertTests", "AssertTests", "CodeTests"] + ["AssertTests"] * 2
@@ -111,6 +115,8 @@ def test_ground_truths_are_kept_as_published_and_every_form_is_gradable(source: 
         names.DS_SKYWORK_MATH,
         names.DS_MEGASCIENCE,
         *[names.DS_SKYWORK_CODE] * 6,
+        names.DS_SKYWORK_MATH,  # the unknown label, graded as math as compute_score did
+        names.DS_SKYWORK_CODE,
         names.DS_MEGASCIENCE,
         *[names.DS_SKYWORK_CODE] * 2,
     ]
@@ -120,12 +126,22 @@ def test_ground_truths_are_kept_as_published_and_every_form_is_gradable(source: 
     assert validate_file(tmp_path / "out.parquet", "rl") == []
 
 
-def test_unknown_forms_and_labels_are_rejected_with_their_row_numbers(source: Path, tmp_path, parse_args) -> None:
-    stats, _ = load(parse_args, source, tmp_path / "out.parquet")
-    rejects = [json.loads(line) for line in (tmp_path / "out.rejects.jsonl").read_text().splitlines()]
-    assert [(r["row"], r["field"]) for r in rejects] == [(9, "reward_model.ground_truth"), (10, "data_source")]
-    assert "unknown code-test form" in rejects[0]["error"] and rejects[0]["source_row"]["extra_info"]["index"] == 9
-    assert (stats["loaded"], stats["kept"], stats["rejected"]) == (15, 13, 2)
+def test_unknown_forms_and_labels_are_kept_flagged_and_counted(source: Path, tmp_path, parse_args, capsys) -> None:
+    """Issue 45 item 7: the released loader kept every row; the two our schema refuses are flagged, with the reason,
+    and the job prints what the fixed mode (keep_released_rows false) drops."""
+    stats, rows = load(parse_args, source, tmp_path / "out.parquet")
+    assert (tmp_path / "out.rejects.jsonl").read_text() == ""
+    assert (stats["loaded"], stats["kept"], stats.get("rejected", 0), stats["total_written"]) == (15, 15, 0, 15)
+    flagged = {
+        i: r["extra_info"].get("released_only") for i, r in enumerate(rows) if r["extra_info"].get("released_only")
+    }
+    assert flagged == {9: UNKNOWN_FORM, 10: UNKNOWN_LABEL}
+    assert stats["released_only"] == {UNKNOWN_FORM: 1, UNKNOWN_LABEL: 1}
+    out = capsys.readouterr().out
+    assert (
+        "flagged released_only: 2 row(s); the fixed mode (compat agentrl: data.agentrl.keep_released_rows false)" in out
+    )
+    assert f"\n       1  {UNKNOWN_FORM}" in out and f"\n       1  {UNKNOWN_LABEL}" in out
 
 
 def test_rerun_is_skipped_and_a_changed_flag_rebuilds(source: Path, tmp_path: Path, parse_args, capsys) -> None:
@@ -152,7 +168,7 @@ def test_the_output_loads_in_verl_rlhf_dataset(source: Path, tmp_path: Path, par
     load(parse_args, source, out)
     cfg = OmegaConf.create({"max_prompt_length": 4096, "filter_overlong_prompts": False, "return_raw_chat": True})
     ds = RLHFDataset([str(out)], tiny_tokenizer, cfg)
-    assert len(ds) == 13 and ds[7]["agent_name"] == names.AGENT_LOOP
+    assert len(ds) == 15 and ds[7]["agent_name"] == names.AGENT_LOOP
     assert "is_same_list" in ds[7]["reward_model"]["ground_truth"]
 
 

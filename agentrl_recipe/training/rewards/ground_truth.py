@@ -32,6 +32,9 @@ from agentrl_recipe.training.rewards.code.assert_form import parse_code_tests
 GROUND_TRUTH_FORMS = ("published", "normalized")
 LEETCODE_TESTS = ("asserts", "call")
 CALL_TESTS_KEY = "call_tests"  # extra_info key of a LeetCode row's call-based conversion (JSON text)
+# extra_info key of a published row the released loader kept and our schema would not (why, as text): graded as the
+# released code did; data.agentrl.keep_released_rows (compat) keeps or drops it at load (training/rl_dataset.py)
+RELEASED_ONLY_KEY = "released_only"
 
 
 def decoded_list_answer(answer: Any) -> str | None:

@@ -131,3 +131,45 @@ def test_a_row_the_graders_cannot_parse_stops_the_load_by_number(tmp_path, tiny_
     good = [row for i, row in enumerate(rows) if i in (0, 2)]
     pd.DataFrame(good).to_parquet(path)
     assert len(AgentRLDataset(str(path), tokenizer, config)) == 2
+
+
+def test_released_only_rows_are_kept_under_open_agentrl_and_dropped_with_a_count_under_agentrl(
+    tmp_path, tiny_model_dir, capsys
+) -> None:
+    """Issue 45 item 7: a published row flagged released_only (data rl-released) is trained on as the released
+    loader did, or dropped at load with the count per reason; compat decides (keep_released_rows)."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    form = "reward_model.ground_truth: unknown code-test form"
+    rows = [
+        {"data_source": source, "prompt": [{"role": "user", "content": "Q?"}], "ability": "m",
+         "reward_model": {"ground_truth": truth, "style": "rule"},
+         "extra_info": {"index": i, "released_only": reason}}
+        for i, (source, truth, reason) in enumerate([
+            ("aime2024", "7", ""),
+            ("skywork_code", '{"cases": [1]}', form),  # our graders cannot parse it: kept only when flagged
+            ("skywork_math", "4", "unknown label 'train-science-physics'"),
+            ("skywork_code", '{"cases": [2]}', form),
+        ])
+    ]  # fmt: skip
+    path = tmp_path / "rows.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+
+    def load(keep: str) -> list[int]:
+        cfg = OmegaConf.create(
+            {
+                "max_prompt_length": 512,
+                "cache_dir": str(tmp_path / "cache"),
+                "agentrl": {"keep_released_rows": "${agentrl_compat:keep_released_rows}"},
+            }
+        )
+        root = OmegaConf.create({"data": cfg, "agentrl": {"compat": keep}})
+        ds = AgentRLDataset(str(path), tokenizer, root.data)
+        return [ds.dataframe[i]["extra_info"]["index"] for i in range(len(ds))]
+
+    assert load("open_agentrl") == [0, 1, 2, 3]
+    assert "dropped" not in capsys.readouterr().out
+    assert load("agentrl") == [0]
+    assert (
+        "data.agentrl.keep_released_rows false: dropped 3 published row(s) the released loader kept: "
+        f"2 {form}; 1 unknown label 'train-science-physics'" in capsys.readouterr().out
+    )

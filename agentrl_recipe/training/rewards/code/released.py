@@ -17,6 +17,8 @@ observable outcomes, errors included:
 * every test runs on its own, concurrently, 30 s, 1024 MB; it passes when the run finishes with exit code 0 and
   ``stdout.rstrip("\\n") == str(expected).rstrip("\\n")`` (or ``expected is None``). Score = passed / tests in
   [0, 1], ``acc`` = all passed. Zero tests divide by zero in the original: −1.
+* a ground truth with neither ``import_prefix`` nor ``inputs`` is graded as a math answer (math-verify of the last
+  ``\\boxed{}`` against the tests' text): in practice −1, as there.
 
 A sandbox ``infra_error`` fails that test as it did in the original (SandboxFusion's API error); the result also sets
 ``infra_failure`` so the infra guard sees it. Not reproduced: a test whose stdout exceeds our sandbox's 1 MiB cap
@@ -31,8 +33,13 @@ import json
 import re
 from typing import Any
 
+from verl.utils.reward_score.math_dapo import last_boxed_only_string
+
+from agentrl_recipe.training.rewards.isolation import GraderCrashed, get_isolated_pool
+
 TIMEOUT_S = 30  # code_math.compute_score(timeout=30), per test
 MEMORY_MB = 1024  # check_correctness(memory_limit_mb=1024)
+EQUIVALENCE_MODULE = "agentrl_recipe.training.rewards.equivalence"
 _BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 # Star-imported (then imported) before the model's code in the original's function-call wrapper, in this order.
@@ -198,6 +205,23 @@ def _result(passed: list[bool], pred: str, infra: bool) -> dict[str, Any]:
     }
 
 
+async def _boxed_fallback(completion: str, tests: str) -> dict[str, Any]:
+    """A ground truth with neither key (a test form the data prep flags ``released_only``): code_math.py:322-327 grades
+    it as a math answer, math-verify of the last ``\\boxed{}`` against the tests' text, so in practice −1."""
+    boxed = last_boxed_only_string(solution_text(completion))
+    if boxed is None:
+        return _fail()
+    pred = boxed[len("\\boxed{") : -1]
+    equal = pred == tests
+    if not equal:
+        pool = get_isolated_pool(preload=(EQUIVALENCE_MODULE, "math_verify"))
+        try:
+            equal = bool(await pool.acall(f"{EQUIVALENCE_MODULE}:math_verify_equal", pred, tests, timeout_s=10.0))
+        except GraderCrashed:
+            equal = False
+    return {**_fail(pred), "score": 1.0 if equal else -1.0, "acc": equal}
+
+
 def released_form(ground_truth: Any) -> str:
     """The ground truth as the released grader saw it: ``str()`` of it. A JSON text's ``"fn_name": null`` stays (the
     original then scores −1: ``"fn_name" in`` it holds, no function named None is found); under
@@ -211,10 +235,7 @@ async def ascore_code_released(
     """The released code reward of one response: pass fraction in [0, 1], or −1 (see the module docstring)."""
     tests = released_form(ground_truth)
     if "import_prefix" not in tests and "inputs" not in tests:
-        raise ValueError(
-            "code ground truth has neither 'inputs' nor 'import_prefix'; the released code scored such rows with "
-            f"math-verify on a \\boxed answer, which code_rules=open_agentrl does not reproduce: {tests[:120]!r}"
-        )
+        return await _boxed_fallback(completion, tests)
     program = last_block(solution_text(completion))
     if program is None:
         return _fail()

@@ -100,7 +100,17 @@ def test_class_method_conversion_and_released_form() -> None:
     # kept: the released code then scores −1 (ground_truth_form: normalized drops the key before it gets here)
     assert code_released.released_form('{"inputs": ["1"], "fn_name": null}') == '{"inputs": ["1"], "fn_name": null}'
     assert code_released.released_form({"a": 1}) == "{'a': 1}"
-    with pytest.raises(ValueError, match="neither 'inputs' nor 'import_prefix'"):
-        import asyncio
 
-        asyncio.run(code_released.ascore_code_released("x", '{"answer": "3"}', sandbox=None))
+
+def test_a_ground_truth_with_neither_key_is_graded_as_a_math_answer() -> None:
+    """code_math.py:322-327: math-verify of the last boxed answer against the tests' text (a row data prep keeps
+    flagged ``released_only``): −1 unless the response boxes that very text."""
+    import asyncio
+
+    def score(completion: str) -> tuple[float, bool, str | None]:
+        r = asyncio.run(code_released.ascore_code_released(completion, '{"cases": [1]}', sandbox=None))
+        return r["score"], r["acc"], r["pred"]
+
+    assert score("```python\nprint(1)\n```") == (-1.0, False, None)  # no boxed answer: never run
+    assert score("\\boxed{3}") == (-1.0, False, "3")  # math-verify: 3 is not the JSON text
+    assert score('\\boxed{{"cases": [1]}}') == (1.0, True, '{"cases": [1]}')
