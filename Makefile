@@ -29,12 +29,12 @@ TORCH_PIN := torch==2.13.0
 PYTEST_ARGS ?=
 # The 15 slowest tests close every run's output: the suite's 20-minute budget on 2 cores is kept by looking at them.
 PYTEST_DURATIONS ?= 15
-# Two pytest-xdist workers, a whole file at a time each, long files first (tests/conftest.py): the trainer tests
-# spend much of their wall time waiting on start-up, not on the CPU.
+# Two pytest-xdist workers, a whole file at a time each, long files first by their recorded durations
+# (tests/durations.json, tests/conftest.py): the trainer tests spend much of their wall time waiting on start-up.
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install venv sandbox-env system-deps test test-sandbox-alone lint format
+.PHONY: help install venv sandbox-env system-deps test test-fast test-sandbox-alone lint format
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -102,10 +102,16 @@ test-sandbox-alone: install  ## agentrl_sandbox's tests from `pip install ./agen
 	  $(SANDBOX_ALONE_VENV)/bin/python -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR)/tests \
 	  -c $(CURDIR)/agentrl_sandbox/pyproject.toml $(CURDIR)/tests/agentrl_sandbox
 
-test: install  ## run the whole CPU test suite
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=$(PYTEST_DURATIONS) $(PYTEST_ARGS)
+PYTEST_RUN = $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=$(PYTEST_DURATIONS)
+test: install  ## run the whole CPU test suite (CI runs this)
+	$(PYTEST_RUN) $(PYTEST_ARGS)
 
-lint: install  ## ruff check + format check + mypy (agentrl_recipe, agentrl_sandbox, verl_cpu, data_prep)
+# The inner loop: every test but the slow ones, i.e. those marked slow and those whose fixtures start a trainer, a Ray
+# cluster or a vLLM engine (tests/conftest.py marks them). Nothing is left out of `make test`, which selects nothing.
+test-fast: install  ## every test that needs no trainer, engine or sandbox fleet (under 3 min on 2 cores)
+	$(PYTEST_RUN) -m "not slow" $(PYTEST_ARGS)
+
+lint: install  ## ruff check + format check + mypy (agentrl_recipe, agentrl_sandbox, verl_client, verl_cpu, data_prep)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -35,8 +35,8 @@ from agentrl_recipe import names
 from agentrl_recipe.cpu_task.tiny_model import get_tiny_model_dir
 from agentrl_recipe.eval.dump import atomic_write_json
 from agentrl_recipe.offline.rollout import Rollout, compose_config
+from verl_client.token_output import ContextLimits
 from verl_cpu.scripted import ScriptedClient, ScriptRequest
-from verl_cpu.token_output import ContextLimits
 
 TOOL_SCHEMA = {
     "type": "function",

@@ -74,7 +74,7 @@ def build_client(args: argparse.Namespace, cfg: Any, base_url: str | None = None
     """The ``--backend`` client; ``base_url`` (the started server's, backend vllm) replaces ``--base-url``."""
     # The generation clients and the rollout stack import torch and verl: only a rollout run pays for them, not the
     # `agentrl-recipe data` parser, which imports this module.
-    from verl_cpu.token_output import ContextLimits
+    from verl_client.token_output import ContextLimits
 
     limits = ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)
     if args.backend == "hf":
@@ -102,7 +102,7 @@ def served(args: argparse.Namespace, cfg: Any) -> Iterator[str | None]:
         yield None
         return
     from agentrl_recipe.offline.vllm_server import VllmServer, VllmServerSpec, stop_on_sigterm
-    from verl_cpu.token_output import ContextLimits
+    from verl_client.token_output import ContextLimits
 
     out = Path(args.out)
     spec = VllmServerSpec(

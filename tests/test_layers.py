@@ -1,11 +1,13 @@
 """The repository's import rules, read from the source with ``ast`` (nothing is imported).
 
-Four installed packages:
-- ``agentrl_sandbox`` (runs code; usable without verl) and ``verl_cpu`` (verl on CPU) import nothing of ours;
-- ``agentrl_recipe`` may import both. Inside it, what runs where is a rule: ``agentrl_recipe.training`` (loaded in
-  verl's workers) imports only itself and the shared root modules, never the offline tools, eval or a command; the
-  commands (``agentrl_recipe.cli``, ``.launcher``, ``.gpu_install``) are the only code that may import ``data_prep``,
-  and nothing but a command imports a command;
+Five installed packages:
+- ``agentrl_sandbox`` (runs code; usable without verl) and ``verl_client`` (the generation-client contract of verl's
+  agent loops) import nothing of ours; ``verl_cpu`` (verl on CPU) imports only ``verl_client``;
+- ``agentrl_recipe`` may import all three; the GPU path (``offline``, ``eval``) never imports ``verl_cpu`` at module
+  level, only inside the CPU-only functions (a CPU vLLM server, ``--backend hf``). Inside the recipe, what runs where
+  is a rule: ``agentrl_recipe.training`` (loaded in verl's workers) imports only itself and the shared root
+  modules, never the offline tools, eval or a command; the commands (``agentrl_recipe.cli``, ``.launcher``,
+  ``.gpu_install``) are the only code that may import ``data_prep``, and nothing but a command imports a command;
 - ``data_prep`` may import the recipe (not its commands) and the sandbox.
 
 ``demo/`` and ``benchmarks/`` (not installed) sit on top and may import anything; no package imports them or
@@ -24,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep")
+PACKAGES = ("agentrl_recipe", "agentrl_sandbox", "verl_client", "verl_cpu", "data_prep")
 COMMANDS = ("agentrl_recipe.cli", "agentrl_recipe.launcher", "agentrl_recipe.gpu_install")
 TRAINING = "agentrl_recipe.training"
 # the root modules every layer shares: the plugin's names and small helpers with no dependency of their own
@@ -32,13 +34,14 @@ SHARED_ROOT = {f"agentrl_recipe.{m}" for m in ("names", "fields", "atomic_io", "
 TOP = ("demo", "benchmarks", "tests")  # repository-level folders no package may import
 MAY_IMPORT = {
     "agentrl_sandbox": {"agentrl_sandbox"},
-    "verl_cpu": {"verl_cpu"},
-    "agentrl_recipe": {"agentrl_recipe", "agentrl_sandbox", "verl_cpu"},
-    "data_prep": {"data_prep", "agentrl_recipe", "agentrl_sandbox", "verl_cpu"},
+    "verl_client": {"verl_client"},
+    "verl_cpu": {"verl_cpu", "verl_client"},
+    "agentrl_recipe": {"agentrl_recipe", "agentrl_sandbox", "verl_client", "verl_cpu"},
+    "data_prep": {"data_prep", "agentrl_recipe", "agentrl_sandbox", "verl_client", "verl_cpu"},
 }
 
 MODULE_STRING = re.compile(
-    r"(?:pkg:(?://)?)?((?:agentrl_recipe|agentrl_sandbox|verl_cpu|data_prep|demo)(?:\.[A-Za-z_]\w*)*)(?::[A-Za-z_]\w*)?"
+    r"(?:pkg:(?://)?)?((?:agentrl_recipe|agentrl_sandbox|verl_client|verl_cpu|data_prep|demo)(?:\.[A-Za-z_]\w*)*)(?::[A-Za-z_]\w*)?"
 )
 
 
@@ -138,6 +141,8 @@ def test_every_reference_follows_the_package_rules() -> None:
 def test_the_rule_refuses_what_it_should() -> None:
     assert _rule_errors("agentrl_sandbox.local", "agentrl_recipe.names")
     assert _rule_errors("verl_cpu.platform", "agentrl_sandbox")
+    assert _rule_errors("verl_client.token_output", "verl_cpu.names")
+    assert _rule_errors("verl_cpu.hf_client", "verl_client.token_output") is None
     assert _rule_errors("agentrl_recipe.offline.rollout", "data_prep.io")
     assert _rule_errors("data_prep.jobs.rl_mix", "agentrl_recipe.cli.data")
     assert _rule_errors("agentrl_recipe.training.rewards.manager", "demo.demo_report")
@@ -147,6 +152,22 @@ def test_the_rule_refuses_what_it_should() -> None:
     assert _rule_errors("agentrl_recipe.training.rewards.manager", "agentrl_recipe.eval.grading")
     assert _rule_errors("agentrl_recipe.training.rewards.manager", "agentrl_recipe.tasks") is None
     assert _rule_errors("data_prep.rollouts", "agentrl_recipe.offline.rollout") is None
+
+
+GPU_PATH = ("agentrl_recipe.offline", "agentrl_recipe.eval")  # what eval on a GPU node loads
+
+
+def test_the_gpu_path_loads_nothing_of_verl_cpu() -> None:
+    """A GPU node evaluates through ``offline.openai_client``: verl_cpu only inside CPU-only functions."""
+    found = []
+    for module, path in MODULES.items():
+        if any(_within(module, top) for top in GPU_PATH):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in tree.body:  # module level only
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                found += [f"{module}:{node.lineno} {n}" for n in names if _package(n) == "verl_cpu"]
+    assert found == []
 
 
 def _import_graph() -> dict[str, set[str]]:

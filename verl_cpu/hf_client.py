@@ -32,9 +32,9 @@ from typing import Any
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
+from verl_client.token_output import ContextLimits, GenerationClient, make_token_output, model_eos_ids, stop_token_set
 from verl_cpu.hf_decode import LOGPROBS_MODES, DecodeRequest, decode_batch, finished
 from verl_cpu.scripted import ScriptFn, ScriptRequest, TurnCounter, encode_scripted
-from verl_cpu.token_output import ContextLimits, GenerationClient, make_token_output, model_eos_ids, stop_token_set
 
 
 @dataclasses.dataclass(frozen=True)

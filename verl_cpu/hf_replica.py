@@ -40,10 +40,10 @@ from verl.utils.fs import copy_to_local
 from verl.utils.torch_dtypes import PrecisionType
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
+from verl_client.token_output import ContextLimits, make_token_output
 from verl_cpu import names
 from verl_cpu.hf_client import HFGenerationClient
 from verl_cpu.hf_rollout import server_name
-from verl_cpu.token_output import ContextLimits, make_token_output
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_cpu.token_output import ContextLimits, GenerationClient, make_token_output, model_eos_ids, stop_token_set
+from verl_client.token_output import ContextLimits, GenerationClient, make_token_output, model_eos_ids, stop_token_set
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from agentrl_recipe.atomic_io import atomic_write_text
 from agentrl_recipe.eval.eval_set import EvalProblem
 from agentrl_recipe.eval.protocol import COMPAT_KEY, EvalConfig
 from agentrl_recipe.training.agent_loop.trajectory import Trajectory
-from verl_cpu.token_output import ContextLimits
+from verl_client.token_output import ContextLimits
 
 TOOL_CONFIG_FILE = "tool_config.yaml"
 
@@ -113,7 +113,11 @@ def make_client(cfg: EvalConfig, verl_cfg: Any) -> Any:
         from agentrl_recipe.offline.openai_client import OpenAICompletionsClient
 
         assert cfg.server_url is not None  # EvalConfig validates it
-        return OpenAICompletionsClient(cfg.server_url, cfg.served_model_name or cfg.model, limits=limits)
+        # one request per trajectory of a batch in flight: none waits in the client while the engines have room
+        concurrency = cfg.batch_size * cfg.n_samples
+        return OpenAICompletionsClient(
+            cfg.server_url, cfg.served_model_name or cfg.model, limits=limits, max_concurrency=concurrency
+        )
     import torch
 
     from verl_cpu.hf_client import HFGenerationClient

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_cpu.token_output import ContextLimits, GenerationClient, check_sampling_params, make_token_output
+from verl_client.token_output import ContextLimits, GenerationClient, check_sampling_params, make_token_output
 
 logger = logging.getLogger(__name__)
 

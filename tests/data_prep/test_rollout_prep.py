@@ -77,8 +77,8 @@ def rollout_argv(problems: Path, model: Path, out: Path) -> list[str]:
 
 def tiny_client(args, script=None):
     from data_prep.rollouts import compose
+    from verl_client.token_output import ContextLimits
     from verl_cpu.hf_client import HFGenerationClient
-    from verl_cpu.token_output import ContextLimits
 
     cfg = compose(args)
     limits = ContextLimits.from_rollout_config(cfg.actor_rollout_ref.rollout)

@@ -8,9 +8,9 @@ import threading
 import pytest
 import torch
 
+from verl_client.token_output import ContextLimits
 from verl_cpu.hf_client import HFGenerationClient
 from verl_cpu.scripted import ScriptedTurn, turns
-from verl_cpu.token_output import ContextLimits
 
 GREEDY = {"temperature": 0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
@@ -125,17 +125,6 @@ def test_bad_requests_fail_clearly(client, prompt):
         asyncio.run(client.generate("r", prompt_ids=[1] * 88, sampling_params=GREEDY))
     with pytest.raises(ValueError, match="text-only"):
         asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params=GREEDY, image_data=[object()]))
-
-
-def test_context_limits_match_vllm_server():
-    limits = ContextLimits(prompt_length=100, response_length=50)
-    assert limits.max_new_tokens(10, {}) == 50
-    assert limits.max_new_tokens(120, {}) == 30
-    assert limits.max_new_tokens(10, {"max_tokens": 7}) == 7
-    assert limits.max_new_tokens(140, {"max_tokens": 70}) == 10  # clamped to the context headroom
-    assert ContextLimits(100, 50, max_model_len=1000).max_new_tokens(140, {"max_tokens": 70}) == 70
-    with pytest.raises(ValueError):
-        limits.max_new_tokens(150, {})
 
 
 def test_concurrent_requests_are_batched_without_changing_results(tiny_model_dir):

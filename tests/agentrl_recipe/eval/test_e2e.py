@@ -59,8 +59,8 @@ def tiny_config(eval_parquet: Path, out: Path, **kw) -> EvalConfig:
 
 
 def scripted_generator(cfg: EvalConfig, model_dir: Path) -> RolloutGenerator:
+    from verl_client.token_output import ContextLimits
     from verl_cpu.hf_client import HFGenerationClient
-    from verl_cpu.token_output import ContextLimits
 
     verl_cfg = compose_eval_config(cfg)
     client = HFGenerationClient.from_pretrained(

@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from agentrl_recipe.offline.openai_client import OpenAIChatClient, OpenAICompletionsClient, OpenAIServerError
-from verl_cpu.token_output import ContextLimits
+from verl_client.token_output import ContextLimits
 
 REPLY_IDS = [11, 12, 13, 2]  # the last one plays the EOS, which vLLM keeps in token_ids
 REPLY_LOGPROBS = [-0.5, -0.25, -1.0, -0.125]

@@ -29,8 +29,8 @@ from agentrl_sandbox.config import (
 from agentrl_sandbox.guard import ServerLimits
 from agentrl_sandbox.server import create_app
 from data_prep.rows import rl_row
+from verl_client.token_output import ContextLimits
 from verl_cpu.scripted import ScriptedClient, turns
-from verl_cpu.token_output import ContextLimits
 
 TOKEN = "trainer-config-token"
 PROGRAM = "```python\nn = int(input())\nprint(n + 1)\n```"

@@ -9,8 +9,8 @@ from loop_helpers import call, row, with_updates
 from transformers import AutoTokenizer
 
 from agentrl_recipe.offline.rollout import arollout
+from verl_client.token_output import ContextLimits
 from verl_cpu.scripted import ScriptedClient, turns
-from verl_cpu.token_output import ContextLimits
 
 ANSWER = "The answer is \\boxed{42}."
 BROKEN = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(1)"\n</tool_call>'

@@ -9,9 +9,9 @@ from loop_helpers import call, row, with_updates
 
 from agentrl_recipe import fields, names
 from agentrl_recipe.offline.rollout import Rollout
+from verl_client.token_output import ContextLimits
 from verl_cpu.hf_client import HFGenerationClient
 from verl_cpu.scripted import ScriptRequest
-from verl_cpu.token_output import ContextLimits
 
 PROMPT_LEN, RESPONSE_LEN = 512, 96
 

@@ -12,8 +12,8 @@ from agentrl_recipe import fields
 from agentrl_recipe.offline.rollout import Rollout, arollout
 from agentrl_recipe.training.metrics import batch_metrics
 from agentrl_recipe.training.rewards.answer_source import last_model_run
+from verl_client.token_output import ContextLimits
 from verl_cpu.scripted import ScriptedClient, ScriptedTurn, ScriptRequest, turns
-from verl_cpu.token_output import ContextLimits
 
 ANSWER = "The answer is \\boxed{42}."
 

@@ -23,8 +23,8 @@ from agentrl_recipe import names
 from agentrl_recipe.cpu_task.tiny_model import chat_template
 from agentrl_recipe.offline.rollout import Rollout
 from agentrl_recipe.training.agent_loop import render_cache
+from verl_client.token_output import ContextLimits
 from verl_cpu.scripted import ScriptedClient, turns
-from verl_cpu.token_output import ContextLimits
 
 TEMPLATES = Path(__file__).parent / "templates"
 BROKEN = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(6*7)"\n</tool_call>'

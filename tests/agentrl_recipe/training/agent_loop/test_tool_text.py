@@ -12,8 +12,8 @@ from transformers import AutoTokenizer
 
 from agentrl_recipe.offline.rollout import arollout
 from agentrl_recipe.training.agent_loop.tool_text import ESCAPE, added_token_strings, as_plain_text
+from verl_client.token_output import ContextLimits
 from verl_cpu.scripted import ScriptedClient, turns
-from verl_cpu.token_output import ContextLimits
 
 ANSWER = "The answer is \\boxed{42}."
 FIRST_TURN = "Let me compute.\n"
