@@ -8,8 +8,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+Charts = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 # (chart title, [(metric key or regex, label)]) — verl's and the plugin's metric names.
-OVERVIEW_CHARTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+OVERVIEW_CHARTS: Charts = (
     ("reward", (("critic/score/mean", "reward"),)),
     ("accuracy per source", ((r"re:^reward/(?!hack_pattern/)(.+)/acc$", "{}"),)),  # not the hack counters
     ("entropy", (("actor/entropy", "entropy"),)),
@@ -21,6 +22,12 @@ OVERVIEW_CHARTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (("actor/pg_clipfrac_low", "low"), ("actor/pg_clipfrac_high", "high"), ("actor/pg_clipfrac_dual", "dual")),
     ),
 )
+# An SFT run (verl's sft_trainer) logs none of the above: its own charts instead.
+SFT_CHARTS: Charts = (
+    ("SFT loss", (("train/loss", "train"), ("val/loss", "val"))),
+    ("grad norm", (("train/grad_norm", "grad norm"),)),
+    ("learning rate", (("train/lr", "lr"),)),
+)
 
 
 def _number(value: Any) -> float | None:
@@ -29,10 +36,19 @@ def _number(value: Any) -> float | None:
 
 def overview(metrics: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One chart per :data:`OVERVIEW_CHARTS` entry: ``{"title", "steps", "series": [{"label", "values"}]}``; a
-    metric the run never logged is left out, and a chart with none is listed with no series."""
+    metric the run never logged is left out, and a chart with none is listed with no series. A run that logged none of
+    them but some of :data:`SFT_CHARTS` gets those instead."""
+    charts = _charts(metrics, OVERVIEW_CHARTS)
+    if not any(c["series"] for c in charts):
+        sft = _charts(metrics, SFT_CHARTS)
+        charts = sft if any(c["series"] for c in sft) else charts
+    return charts
+
+
+def _charts(metrics: Mapping[int, Mapping[str, Any]], wanted_charts: Charts) -> list[dict[str, Any]]:
     steps = sorted(metrics)
     charts = []
-    for title, wanted in OVERVIEW_CHARTS:
+    for title, wanted in wanted_charts:
         series = []
         for key, label in wanted:
             if key.startswith("re:"):

@@ -43,6 +43,12 @@ function lineChart(chart) {
   chart.series.forEach((s, k) => {
     const pts = s.values.map((v, i) => (v == null ? null : x(i) + "," + y(v))).filter(Boolean);
     svg.append(svgEl("polyline", { points: pts.join(" "), fill: "none", stroke: COLORS[k % COLORS.length], "stroke-width": 1.5 }));
+    if (pts.length < 20) {  // a dot per step: a one-step run shows its value
+      for (const pt of pts) {
+        const [cx, cy] = pt.split(",");
+        svg.append(svgEl("circle", { cx, cy, r: 2.5, fill: COLORS[k % COLORS.length] }));
+      }
+    }
     const last = s.values.filter((v) => v != null).pop();
     legend.append(el("span", { style: "color:" + COLORS[k % COLORS.length] }, s.label + " " + fmt(last)));
   });

@@ -67,6 +67,16 @@ def test_overview_reads_file_logger_metrics() -> None:
     assert [s["label"] for s in charts["accuracy per source"]["series"]] == ["toy"]
     assert charts["tool success rate"]["series"][0]["values"] == [0.8, None]
     assert charts["entropy"]["series"] == []
+    assert "SFT loss" not in charts
+
+
+def test_an_sft_run_gets_its_own_charts() -> None:
+    charts = aggregate.overview({1: {"train/loss": 8.0, "train/lr": 0.003}, 2: {"train/loss": 7.5, "train/lr": 0.003}})
+    assert [c["title"] for c in charts] == ["SFT loss", "grad norm", "learning rate"]
+    assert charts[0]["series"] == [{"label": "train", "key": "train/loss", "values": [8.0, 7.5]}]
+    assert charts[1]["series"] == []
+    neither = aggregate.overview({1: {"perf/x": 1.0}})  # the RL charts, empty
+    assert [c["title"] for c in neither] == [t for t, _ in aggregate.OVERVIEW_CHARTS]
 
 
 def test_script_json_cannot_close_the_script_element() -> None:
