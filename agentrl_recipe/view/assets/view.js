@@ -18,6 +18,7 @@ function svgEl(tag, attrs) {
   return node;
 }
 const fmt = (v, d = 3) => (v == null || Number.isNaN(v) ? "–" : Number(v).toFixed(d));
+const axis = (v) => (v !== 0 && Math.abs(v) < 0.01 ? v.toExponential(1) : fmt(v, 2));
 const answer = (c) => (c === true ? "correct" : c === false ? "wrong" : "ungraded");
 // an eval run is one "step" named after the run: "eval_after"; a training step: "runs/rl · step 3"
 const groupKey = (t) => (t.kind === "eval" ? t.run : t.run + " · step " + t.step);
@@ -29,13 +30,13 @@ function lineChart(chart) {
   const W = 280, H = 150, P = 30;
   const all = chart.series.flatMap((s) => s.values).filter((v) => v != null);
   let lo = Math.min(...all), hi = Math.max(...all);
-  if (lo === hi) { lo -= 0.5; hi += 0.5; }
+  if (lo === hi) { const pad = Math.abs(lo) / 2 || 0.5; lo -= pad; hi += pad; }
   const steps = chart.steps, n = Math.max(steps.length - 1, 1);
   const x = (i) => P + (i * (W - P - 6)) / n, y = (v) => H - 18 - ((v - lo) * (H - 28)) / (hi - lo);
   const svg = svgEl("svg", { width: W, height: H, role: "img" });
   svg.append(svgEl("line", { x1: P, y1: H - 18, x2: W - 6, y2: H - 18, stroke: "#999" }));
   for (const [v, yy] of [[hi, y(hi)], [lo, y(lo)]]) {
-    const t = svgEl("text", { x: 2, y: yy + 4, "font-size": 10 }); t.textContent = fmt(v, 2); svg.append(t);
+    const t = svgEl("text", { x: 2, y: yy + 4, "font-size": 10 }); t.textContent = axis(v); svg.append(t);
   }
   const s0 = svgEl("text", { x: P, y: H - 4, "font-size": 10 }); s0.textContent = "step " + steps[0]; svg.append(s0);
   const s1 = svgEl("text", { x: W - 40, y: H - 4, "font-size": 10 }); s1.textContent = steps[steps.length - 1]; svg.append(s1);
@@ -50,7 +51,7 @@ function lineChart(chart) {
       }
     }
     const last = s.values.filter((v) => v != null).pop();
-    legend.append(el("span", { style: "color:" + COLORS[k % COLORS.length] }, s.label + " " + fmt(last)));
+    legend.append(el("span", { style: "color:" + COLORS[k % COLORS.length] }, s.label + " " + (last != null && last !== 0 && Math.abs(last) < 0.01 ? last.toExponential(2) : fmt(last))));
   });
   box.append(svg, legend);
   return box;
