@@ -246,7 +246,7 @@ async function renderTrajectory(id) {
         ["statuses", t.statuses.join(", ")], ["latency (s)", t.latency_s.map((x) => fmt(x, 2)).join(", ")],
         ["termination", t.termination], ["flags", t.flags.join(", ") || "none"], ["ground truth", t.ground_truth ?? "–"]])),
       el("div", {}, el("h4", {}, "masks"), kvTable([["masked from the update", t.masked ? "yes" : "no"],
-        ["mask reasons that flag it", t.mask_flags.join(", ") || "none"], ["model tokens", t.response_tokens]]))));
+        ["flagged by (a mask that is off flags, masks nothing)", t.mask_flags.join(", ") || "none"], ["model tokens", t.response_tokens]]))));
   const d = await loadDetail(id);
   if (!d) { view.append(el("p", { class: "unk" }, "turns and tokens not embedded in this page (size budget): open the run with agentrl-recipe view --serve")); return; }
   const turns = el("div", { id: "turns" }, ...d.turns.map((turn) => el("div", { class: "turn " + turn.role },
