@@ -24,7 +24,7 @@ effects outside its sandbox, e.g. network calls where allowed, would see them tw
 ``--replay-ttl-s`` from its cache instead of running the program again, so a retry that reaches the same server never
 runs twice. Another server, or a plain SandboxFusion, runs it again. Each result's ``route`` names the server that
 answered, its round trip and the servers that failed on the way, which the agent loop carries into the per-server
-training metrics (:mod:`.sandbox_routes`).
+training metrics (the recipe's agentrl_recipe/training/sandbox_routes.py).
 """
 
 from __future__ import annotations

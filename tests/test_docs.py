@@ -17,7 +17,7 @@ MAX_README_LINES = 300
 
 TOP_DIRS = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep", "verl_configs", "demo", "benchmarks")
 TOP_DIRS += ("tests", "upstream", "docs")
-PACKAGES = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep")  # dotted module names checked
+PACKAGES = ("agentrl_recipe", "agentrl_sandbox", "verl_client", "verl_cpu", "data_prep")  # dotted module names checked
 ROOT_FILES = ("README.md", "UPSTREAM.md", "Makefile", "pyproject.toml")
 
 FENCE = re.compile(r"^(`{3,})[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
@@ -163,6 +163,15 @@ def _prose_of_python(path: Path) -> str:
     return "\n".join(texts)
 
 
+RELATIVE_ROLE = re.compile(r":(?:mod|class|func|meth|attr|data):`~?(\.[\w.]+)`")  # Sphinx's :mod:`.x`, from the file
+
+
+def _relative_targets(path: Path, prose: str) -> list[str]:
+    """The dotted names the docstrings' relative Sphinx roles (``:mod:`.rewards```) point at, made absolute."""
+    package = path.relative_to(REPO).parent.parts  # a module's package; for __init__.py, the package itself
+    return [".".join(package) + m.group(1) for m in RELATIVE_ROLE.finditer(prose)]
+
+
 SOURCE_FILES = sorted(p for top in (*PACKAGES, "demo", "benchmarks") for p in (REPO / top).rglob("*.py"))
 
 
@@ -174,4 +183,5 @@ def test_every_path_and_module_a_docstring_or_comment_names_exists() -> None:
         missing += [f"{path.relative_to(REPO)}: {p}" for p in named if not _path_exists(p)]
         missing += [f"{path.relative_to(REPO)}: {m}" for m in map(lambda m: m.group(1), MODULE.finditer(prose))
                     if not _module_exists(m)]  # fmt: skip
+        missing += [f"{path.relative_to(REPO)}: {m}" for m in _relative_targets(path, prose) if not _module_exists(m)]
     assert not missing, "docstrings and comments name what does not exist:\n" + "\n".join(missing)

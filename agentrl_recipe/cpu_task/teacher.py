@@ -7,7 +7,7 @@ it in the sandbox through the real ``code_interpreter`` tool, and the teacher an
 model whose BPE also learned the task's conversations.
 
 transformers, verl and the agent loop are imported inside the functions that use them: ``agentrl-recipe sft|rl``
-imports this module (through :mod:`.cpu_inputs`) on every launch and builds nothing unless the CPU inputs are missing.
+imports this module (through :mod:`.inputs`) on every launch and builds nothing unless the CPU inputs are missing.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ library only. The checks that can fail come before the long steps, each stopping
 1. system packages the sandbox needs (bubblewrap, Debian's python3): reported with the command for an administrator,
    never installed; the GPU stack is installed anyway and the run ends non-zero with that command;
 2. the driver: ``CUDA=`` or, by default, the CUDA version the driver supports (libcuda's ``cuDriverGetVersion``, which
-   honours NVIDIA's forward-compatibility package, else ``nvidia-smi``) picks the stack (:mod:`.gpu_variants`);
+   honours NVIDIA's forward-compatibility package, else ``nvidia-smi``) picks the stack (:mod:`.variants`);
    a driver too old for it stops here; so does a stack whose hosts do not answer (the 12.x stacks need PyTorch's
    index and vLLM's GitHub release besides PyPI): before anything is downloaded, naming the hosts and the way out;
 3. the flash-attn toolchain (unless ``FLASH_ATTN_WHEEL``): nvcc with torch's CUDA major, g++ and Python's headers;

@@ -1,7 +1,7 @@
 """The released grader's reward hacks, as patterns in a policy's program: counted per step in both modes, so a run can
 see whether its policy found one.
 
-The released assert harness (``code_rules: open_agentrl``, :mod:`.released`) runs ``import_prefix + program +
+The released assert harness (``code_rules: open_agentrl``, :mod:`.code.released`) runs ``import_prefix + program +
 check(entry_point)`` once per assert and counts exit code 0 as a pass, so each pattern below scores 1.0 there
 (``tests/agentrl_recipe/training/rewards/test_hack_patterns.py`` shows it); the fixed grader (``code_rules: lcb``,
 the

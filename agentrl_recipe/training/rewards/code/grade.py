@@ -1,5 +1,5 @@
 """A program's code tests and the outcome of grading it: :class:`CodeTests` (LiveCodeBench's ``input_output``) and
-:class:`CodeGrade`, shared by the I/O grader (:mod:`.code_grading`) and the assert grader (:mod:`.assert_tests`).
+:class:`CodeGrade`, shared by the I/O grader (:mod:`.io_tests`) and the assert grader (:mod:`.assert_tests`).
 
 Test format (also ``reward_model.ground_truth`` of code rows, as a JSON string):
 ``{"inputs": [str, ...], "outputs": [str, ...], "fn_name": str | null}``. stdin tests when ``fn_name`` is null;
