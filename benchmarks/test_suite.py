@@ -1,0 +1,185 @@
+"""The test suite's wall time, tracked: runs `make test` (or `make test-fast`), prints pytest's wall time, the test
+count, the machine's load and the 15 slowest tests; ``--record`` writes what each test file took to
+tests/durations.json, which orders the files on the xdist workers (tests/conftest.py).
+
+Usage: ``python benchmarks/test_suite.py [--fast] [--record] [--cache] [--log FILE]``. The SFT model the trainer tests
+start from is trained in the run, as on a fresh clone, unless ``--cache`` (tests/integration/conftest.py).
+Goals (issue 44, 2 cores): `make test` ≤ 720 s of pytest wall, `make test-fast` ≤ 180 s.
+
+``--assertions [REV]`` runs nothing: it lists the trainer tests' assertions (the files that start a trainer, and the
+helpers they call), or compares them with git revision REV's and prints any that went missing (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DURATIONS = REPO / "tests" / "durations.json"
+GOALS_S = {"test": 720.0, "test-fast": 180.0}
+SLOWEST = 15
+_DURATION = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(\S+)")
+_SUMMARY = re.compile(r"^=+ (.*) in ([0-9.]+)s(?: \([0-9:]+\))? =+$")
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
+# The trainer tests: every file that starts a trainer (their helpers too: their assertions count).
+TRAINER_FILES = ("tests/integration/*.py", "tests/demo/test_demo.py")
+
+
+def run_suite(target: str, log: Path, basetemp: Path, cache: bool) -> tuple[int, float, str]:
+    """`make <target>` with every test's durations and a known basetemp: (exit status, make's wall seconds, output).
+    Without ``cache`` the SFT model is trained in the session, as on a fresh clone (CI)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    if not cache:
+        env["AGENTRL_TEST_CACHE"] = "off"
+    command = ["make", "--no-print-directory", target, "PYTEST_DURATIONS=0", f"PYTEST_ARGS=--basetemp={basetemp}"]
+    started = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.run(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return proc.returncode, time.monotonic() - started, log.read_text(errors="replace")
+
+
+def parse(output: str) -> tuple[list[tuple[float, str, str]], float | None, dict[str, int]]:
+    """pytest's durations (seconds, phase, test id), its wall time and its outcome counts."""
+    durations = [(float(m[1]), m[2], m[3]) for m in map(_DURATION.match, output.splitlines()) if m]
+    wall, counts = None, {}
+    for line in output.splitlines():
+        summary = _SUMMARY.match(line.strip())
+        if summary:
+            wall = float(summary[2])
+            counts = {("error" if kind.startswith("error") else kind): int(n) for n, kind in _COUNT.findall(line)}
+    return sorted(durations, reverse=True), wall, counts
+
+
+def per_file(durations: list[tuple[float, str, str]]) -> dict[str, float]:
+    files: dict[str, float] = collections.defaultdict(float)
+    for seconds, _, test in durations:
+        files[test.split("::", 1)[0]] += seconds
+    return dict(files)
+
+
+def shared_builds(basetemp: Path) -> dict[str, dict]:
+    """The session's built-once folders (tests/shared_session.py): their build seconds and the test that paid."""
+    records = {}
+    for name in ("cpu_inputs", "sft_run"):
+        done = basetemp / name / ".done"
+        if done.is_file():
+            records[name] = json.loads(done.read_text())
+    return records
+
+
+def record(files: dict[str, float], builds: dict[str, dict], machine: str) -> None:
+    """Merge this run's per-file seconds into tests/durations.json; the shared builds are taken out of the file whose
+    test paid for them and kept apart (the scheduler adds them to the chain of the files that need the SFT model)."""
+    old = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    merged = dict(old.get("files", {}))
+    build_s = 0.0
+    for build in builds.values():
+        paid_by = build["test"].split("::", 1)[0]
+        if paid_by in files:
+            files[paid_by] = max(0.0, files[paid_by] - build["seconds"])
+        build_s += build["seconds"]
+    merged.update({path: round(seconds, 1) for path, seconds in files.items()})
+    result = {
+        "about": "seconds per test file on the 2-core machine (python benchmarks/test_suite.py --record)",
+        "machine": machine,
+        "sft_build_s": round(build_s, 1) if len(builds) == 2 else old.get("sft_build_s", 0.0),
+        "files": dict(sorted(merged.items(), key=lambda item: -item[1])),
+    }
+    DURATIONS.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def _asserts(tree: ast.AST) -> list[str]:
+    return [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+
+
+def assertions(rev: str | None) -> dict[str, list[str]]:
+    """Every assert statement of the trainer test files (and their helper modules), by file, at ``rev`` or now."""
+    listing = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", rev, "--", "tests/integration", "tests/demo/test_demo.py"]
+        if rev
+        else ["git", "ls-files", "--cached", "--others", "--exclude-standard", "tests/integration", "tests/demo"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    found = {}
+    for path in sorted(p for p in listing if p.endswith(".py") and any(Path(p).match(g) for g in TRAINER_FILES)):
+        if rev:
+            text = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, capture_output=True, text=True).stdout
+        elif (REPO / path).is_file():
+            text = (REPO / path).read_text()
+        else:
+            continue
+        found[path] = _asserts(ast.parse(text))
+    return found
+
+
+def compare_assertions(rev: str) -> int:
+    """Each assert of ``rev``'s trainer tests must still be there, word for word (in whichever file)."""
+    before = collections.Counter(a for asserts in assertions(rev).values() for a in asserts)
+    now = collections.Counter(a for asserts in assertions(None).values() for a in asserts)
+    missing, added = before - now, now - before
+    print(f"trainer assertions: {sum(before.values())} at {rev}, {sum(now.values())} now")
+    for text in missing.elements():
+        print(f"  missing: {text}")
+    for text in added.elements():
+        print(f"  added:   {text}")
+    return 1 if missing else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fast", action="store_true", help="make test-fast instead of make test")
+    parser.add_argument("--record", action="store_true", help="write the per-file seconds to tests/durations.json")
+    parser.add_argument("--cache", action="store_true", help="reuse the cached SFT model (default: train it, as CI)")
+    parser.add_argument("--log", type=Path, default=None, help="keep the suite's whole output here")
+    parser.add_argument("--assertions", nargs="?", const="", default=None, metavar="REV",
+                        help="list the trainer tests' assertions, or compare them with git revision REV")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.assertions is not None:
+        if args.assertions:
+            return compare_assertions(args.assertions)
+        for path, asserts in assertions(None).items():
+            print(f"{path}: {len(asserts)}")
+            for text in asserts:
+                print(f"  {text}")
+        return 0
+    target = "test-fast" if args.fast else "test"
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="agentrl-suite-") as tmp:
+        log = args.log or Path(tmp) / "suite.log"
+        basetemp = Path(tmp) / "basetemp"
+        returncode, make_s, output = run_suite(target, log, basetemp, args.cache)
+        builds = shared_builds(basetemp)
+    durations, wall, counts = parse(output)
+    load_after = os.getloadavg()
+    tests = sum(counts.values())
+    goal = GOALS_S[target]
+    verdict = "unknown" if wall is None else ("met" if wall <= goal else "not met")
+    print(
+        f"make {target}: exit {returncode}; pytest wall {wall} s (make {make_s:.0f} s), goal ≤ {goal:.0f} s: {verdict}"
+    )
+    print(f"tests: {tests} ({', '.join(f'{n} {kind}' for kind, n in counts.items())})")
+    print(f"load (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f}; {os.cpu_count()} CPUs")  # fmt: skip
+    for name, build in builds.items():
+        print(f"built once this session: {name} in {build['seconds']:.0f} s (paid by {build['test']})")
+    print(f"the {SLOWEST} slowest:")
+    for seconds, phase, test in durations[:SLOWEST]:
+        print(f"  {seconds:8.2f}s {phase:<8} {test}")
+    if args.record and returncode == 0 and durations:
+        record(per_file(durations), builds, f"{os.cpu_count()} CPUs, load before {load_before[0]:.1f}")
+        print(f"recorded {DURATIONS.relative_to(REPO)}")
+    return returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""How `make test` is scheduled and what it shares: the file order for the xdist workers (suite_order.py) and the
+builds cached under a content key (shared_session.py: the SFT model the trainer tests start from)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from shared_session import CACHE_ENV, built_once, content_key
+from suite_order import UNRECORDED_S, file_order, mark_engine_tests
+
+
+def _items(*specs: tuple[str, int, tuple[str, ...]]) -> list[SimpleNamespace]:
+    """(file, number of tests, fixtures of each) -> pytest-like items."""
+    return [
+        SimpleNamespace(nodeid=f"{path}::test_{i}", fixturenames=["request", *fixtures])
+        for path, n, fixtures in specs
+        for i in range(n)
+    ]
+
+
+def test_the_longest_files_go_first() -> None:
+    items = _items(("c.py", 3, ()), ("a.py", 1, ()), ("d.py", 1, ()), ("b.py", 2, ()))
+    recorded = {"files": {"a.py": 100.0, "b.py": 80.0, "c.py": 10.0, "d.py": 5.0}}
+    assert file_order(items, 2, recorded) == ["a.py", "b.py", "c.py", "d.py"]
+
+
+def test_a_worker_does_not_wait_for_the_sft_run_another_is_building() -> None:
+    sft = ("cpu_sft_model",)
+    items = _items(("rl.py", 1, sft), ("async.py", 1, sft), ("fault.py", 1, ("cpu_inputs_dir",)), ("unit.py", 9, ()))
+    recorded = {"sft_build_s": 150.0, "files": {"rl.py": 300.0, "async.py": 250.0, "fault.py": 170.0, "unit.py": 20.0}}
+    # worker 1 builds the SFT run and then trains rl.py; worker 2 runs fault.py meanwhile, then async.py (SFT ready)
+    assert file_order(items, 2, recorded) == ["rl.py", "fault.py", "async.py", "unit.py"]
+    # one worker: nothing to overlap with, longest first
+    assert file_order(items, 1, recorded) == ["rl.py", "async.py", "fault.py", "unit.py"]
+
+
+def test_a_new_file_is_guessed_from_its_fixtures() -> None:
+    items = _items(("old.py", 1, ()), ("new_trainer.py", 2, ("cpu_sft_run",)), ("new_unit.py", 4, ()))
+    recorded = {"files": {"old.py": 90.0}}
+    assert file_order(items, 2, recorded) == ["new_trainer.py", "old.py", "new_unit.py"]
+    assert 2 * UNRECORDED_S[1] > 90.0 > 4 * UNRECORDED_S[0]
+
+
+def test_engine_fixtures_mark_a_test_slow() -> None:
+    """tests/conftest.py marks them, so `make test-fast` (-m "not slow") leaves them out."""
+    items = _items(("a.py", 1, ("cpu_sft_model",)), ("b.py", 1, ("transfer_queue",)), ("c.py", 1, ("tmp_path",)))
+    for item in items:
+        item.marks = []
+        item.add_marker = item.marks.append
+    mark_engine_tests(items)
+    assert [[m.name for m in item.marks] for item in items] == [["slow"], ["slow"], []]
+
+
+def test_a_build_is_reused_while_its_key_holds(tmp_path: Path, monkeypatch, tmp_path_factory) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    calls: list[Path] = []
+
+    def build(where: Path) -> None:
+        calls.append(where)
+        (where / "model.txt").write_text(f"build {len(calls)}")
+
+    first = built_once(tmp_path_factory, "thing", "key1", build)
+    again = built_once(tmp_path_factory, "thing", "key1", build)
+    other = built_once(tmp_path_factory, "thing", "key2", build)
+    assert (first, again, other) == (tmp_path / "cache/thing/key1", first, tmp_path / "cache/thing/key2")
+    assert calls == [first, other] and (first / "model.txt").read_text() == "build 1"
+
+
+def test_a_failed_build_is_started_over(tmp_path: Path, monkeypatch, tmp_path_factory) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+
+    def broken(where: Path) -> None:
+        (where / "half.txt").write_text("half")
+        raise RuntimeError("the trainer died")
+
+    with pytest.raises(RuntimeError, match="the trainer died"):
+        built_once(tmp_path_factory, "thing", "key", broken)
+    where = built_once(tmp_path_factory, "thing", "key", lambda w: (w / "whole.txt").write_text("whole"))
+    assert sorted(p.name for p in where.iterdir()) == [".done", "whole.txt"]
+
+
+def test_with_the_cache_off_the_build_is_the_sessions(tmp_path_factory, monkeypatch) -> None:
+    monkeypatch.setenv(CACHE_ENV, "off")
+    where = built_once(tmp_path_factory, "suite_order_test_build", "ignored", lambda w: (w / "x").write_text("x"))
+    assert where.parent in (tmp_path_factory.getbasetemp(), tmp_path_factory.getbasetemp().parent)
+
+
+def test_the_content_key_follows_the_bytes(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n")
+    key = content_key([tmp_path / "src"], ["pytest"], ["--steps=60"])
+    assert content_key([tmp_path / "src"], ["pytest"], ["--steps=60"]) == key
+    assert content_key([tmp_path / "src"], ["pytest"], ["--steps=61"]) != key
+    (tmp_path / "src" / "a.py").write_text("x = 2\n")
+    assert content_key([tmp_path / "src"], ["pytest"], ["--steps=60"]) != key
