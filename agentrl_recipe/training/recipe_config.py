@@ -62,7 +62,13 @@ class RecipeConfig:
         block = dict(block or {})
         mode = block.pop("compat", None)
         sandbox = SandboxConfig.from_dict(block.get("sandbox"))  # the section stays: section("sandbox") = as written
-        return cls(compat=compat.DEFAULT_MODE if mode is None else mode, sandbox=sandbox, sections=block)
+        return dataclasses.replace(cls.for_mode(mode), sandbox=sandbox, sections=block)
+
+    @classmethod
+    def for_mode(cls, mode: str | None) -> RecipeConfig:
+        """The defaults of compat ``mode`` (None: the default mode), nothing else set: the one place a missing
+        ``agentrl.compat`` is defaulted."""
+        return cls(compat=compat.DEFAULT_MODE if mode is None else mode)
 
 
 @functools.lru_cache(maxsize=32)
@@ -107,7 +113,7 @@ def compat_resolver(key: str, *, _root_: Any) -> Any:
     """``${agentrl_compat:KEY}``: the value the config's ``agentrl.compat`` gives behaviour ``KEY``, for the sections
     verl hands a component alone (the loss, the dataset)."""
     mode = _root_.get(names.CONFIG_NAMESPACE, {}).get("compat") if hasattr(_root_, "get") else None
-    return RecipeConfig(compat=compat.DEFAULT_MODE if mode is None else mode, sandbox=SandboxConfig()).behaviour(key)
+    return RecipeConfig.for_mode(mode).behaviour(key)
 
 
 def to_plain(value: Any) -> Any:
