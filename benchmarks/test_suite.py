@@ -78,21 +78,20 @@ def shared_builds(basetemp: Path) -> dict[str, dict]:
 
 
 def record(files: dict[str, float], builds: dict[str, dict], machine: str) -> None:
-    """Merge this run's per-file seconds into tests/durations.json; the shared builds are taken out of the file whose
-    test paid for them and kept apart (the scheduler adds them to the chain of the files that need the SFT model)."""
+    """Merge this run's per-file seconds into tests/durations.json. A shared build is taken out of the file whose test
+    paid for it and kept apart (tests/suite_order.py charges it to the first worker that needs it)."""
     old = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    merged = dict(old.get("files", {}))
-    build_s = 0.0
-    for build in builds.values():
+    merged, build_s = dict(old.get("files", {})), dict(old.get("builds_s", {}))
+    for name, build in builds.items():
         paid_by = build["test"].split("::", 1)[0]
         if paid_by in files:
             files[paid_by] = max(0.0, files[paid_by] - build["seconds"])
-        build_s += build["seconds"]
+        build_s[name] = round(build["seconds"], 1)
     merged.update({path: round(seconds, 1) for path, seconds in files.items()})
     result = {
         "about": "seconds per test file on the 2-core machine (python benchmarks/test_suite.py --record)",
         "machine": machine,
-        "sft_build_s": round(build_s, 1) if len(builds) == 2 else old.get("sft_build_s", 0.0),
+        "builds_s": build_s,
         "files": dict(sorted(merged.items(), key=lambda item: -item[1])),
     }
     DURATIONS.write_text(json.dumps(result, indent=1) + "\n")

@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 DURATIONS = Path(__file__).with_name("durations.json")
-SFT_FIXTURES = frozenset({"cpu_sft_run", "cpu_sft_model"})  # tests/integration/conftest.py
+# The session's shared builds (tests/integration/conftest.py), in the order they depend on each other: the fixture that
+# needs each (a test's fixture closure names it) and the build's name in durations.json.
+BUILDS = (("cpu_inputs_dir", "cpu_inputs"), ("cpu_sft_run", "sft_run"))
+SFT_FIXTURES = frozenset({"cpu_sft_run", "cpu_sft_model"})
 # Tests with these fixtures start a trainer, a Ray cluster or a vLLM engine: marked slow (not in `make test-fast`).
 ENGINE_FIXTURES = SFT_FIXTURES | {"cpu_inputs_dir", "two_node_cluster", "transfer_queue"}
 UNRECORDED_S = (0.5, 60.0)  # a file with no record: per test, without and with an engine fixture
@@ -29,39 +32,62 @@ def _by_file(items: list[Any]) -> dict[str, list[Any]]:
     return files
 
 
-def _estimates(files: dict[str, list[Any]], recorded: dict) -> tuple[dict[str, float], float]:
-    """Seconds per file (recorded, or guessed from its tests' fixtures) and the shared SFT run's build."""
+def _estimates(files: dict[str, list[Any]], recorded: dict) -> dict[str, float]:
+    """Seconds per file: recorded, or guessed from its tests' fixtures."""
     seconds = recorded.get("files", {})
     guess = {
         path: sum(UNRECORDED_S[bool(ENGINE_FIXTURES & set(item.fixturenames))] for item in tests)
         for path, tests in files.items()
     }
-    return {path: float(seconds.get(path, guess[path])) for path in files}, float(recorded.get("sft_build_s", 0.0))
+    return {path: float(seconds.get(path, guess[path])) for path in files}
+
+
+def _needs(tests: list[Any]) -> int:
+    """How many of BUILDS (a prefix: each needs the ones before it) the file's tests need."""
+    return max(
+        (i + 1 for item in tests for i, (fixture, _) in enumerate(BUILDS) if fixture in item.fixturenames), default=0
+    )
 
 
 def file_order(items: list[Any], workers: int, recorded: dict | None = None) -> list[str]:
     """The files of ``items`` (pytest items) in the order ``workers`` workers should take them: a simulation of the
-    workers, each taking the longest file that can start now (list scheduling); the first file that needs the SFT run
-    builds it."""
+    workers, each taking the longest file that can start at once (list scheduling). A shared build is made by the
+    first worker whose file needs it; another worker whose file would only wait for it takes a file that does not."""
     if recorded is None:
         recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
     files = _by_file(items)
-    estimate, sft_s = _estimates(files, recorded)
-    needs_sft = {path: any(SFT_FIXTURES & set(item.fixturenames) for item in tests) for path, tests in files.items()}
+    estimate = _estimates(files, recorded)
+    build_s = [float(recorded.get("builds_s", {}).get(name, 0.0)) for _, name in BUILDS]
+    needs = {path: _needs(tests) for path, tests in files.items()}
     left = sorted(files, key=lambda path: -estimate[path])  # stable: equal estimates keep collection order
-    free, sft_ready, order = [0.0] * max(1, workers), None, []
+    free, order = [0.0] * max(1, workers), []
+    ready: list[float | None] = [None] * len(BUILDS)  # when each build is done, once a worker has started it
+
+    def start(path: str, now: float, commit: bool) -> tuple[float, float]:
+        """When ``path`` could start on a worker free at ``now``, and how long that worker spends making the builds it
+        needs that nobody has made (the rest of the gap it waits for another worker's)."""
+        t, own, done = now, 0.0, list(ready)
+        for i in range(needs[path]):
+            made = done[i]
+            if made is None:
+                made = done[i] = t + build_s[i]
+                own += build_s[i]
+            t = max(t, made)
+        if commit:
+            ready[:] = done
+        return t, own
+
+    def waits(path: str, now: float) -> bool:
+        begins, own = start(path, now, commit=False)
+        return begins - own > now
+
     while left:
         worker = free.index(min(free))
         now = free[worker]
-        waits = [needs_sft[path] and sft_ready is not None and sft_ready > now for path in left]
-        path = left[waits.index(False)] if False in waits else left[0]
+        idle = [waits(path, now) for path in left]
+        path = left[idle.index(False)] if False in idle else left[0]
         left.remove(path)
-        start = now
-        if needs_sft[path]:
-            if sft_ready is None:
-                sft_ready = now + sft_s  # this worker builds it
-            start = max(now, sft_ready)
-        free[worker] = start + estimate[path]
+        free[worker] = start(path, now, commit=True)[0] + estimate[path]
         order.append(path)
     return order
 

@@ -26,14 +26,18 @@ def test_the_longest_files_go_first() -> None:
     assert file_order(items, 2, recorded) == ["a.py", "b.py", "c.py", "d.py"]
 
 
-def test_a_worker_does_not_wait_for_the_sft_run_another_is_building() -> None:
-    sft = ("cpu_sft_model",)
-    items = _items(("rl.py", 1, sft), ("async.py", 1, sft), ("fault.py", 1, ("cpu_inputs_dir",)), ("unit.py", 9, ()))
-    recorded = {"sft_build_s": 150.0, "files": {"rl.py": 300.0, "async.py": 250.0, "fault.py": 170.0, "unit.py": 20.0}}
-    # worker 1 builds the SFT run and then trains rl.py; worker 2 runs fault.py meanwhile, then async.py (SFT ready)
-    assert file_order(items, 2, recorded) == ["rl.py", "fault.py", "async.py", "unit.py"]
+def test_a_worker_does_not_wait_for_a_build_another_is_making() -> None:
+    sft, inputs = ("cpu_inputs_dir", "cpu_sft_run", "cpu_sft_model"), ("cpu_inputs_dir",)
+    items = _items(("rl.py", 1, sft), ("async.py", 1, sft), ("fault.py", 1, inputs), ("demo.py", 1, ()))
+    seconds = {"rl.py": 300.0, "async.py": 250.0, "fault.py": 170.0, "demo.py": 120.0}
+    recorded = {"builds_s": {"cpu_inputs": 60.0, "sft_run": 150.0}, "files": seconds}
+    # worker 1 makes the inputs (0-60 s) and the SFT run (60-210 s), then trains rl.py; worker 2 runs demo.py
+    # (0-120 s), then fault.py (the inputs are ready), then async.py (the SFT run is ready at 210 s)
+    assert file_order(items, 2, recorded) == ["rl.py", "demo.py", "fault.py", "async.py"]
     # one worker: nothing to overlap with, longest first
-    assert file_order(items, 1, recorded) == ["rl.py", "async.py", "fault.py", "unit.py"]
+    assert file_order(items, 1, recorded) == ["rl.py", "async.py", "fault.py", "demo.py"]
+    # nothing recorded for the builds: no file waits, longest first
+    assert file_order(items, 2, {"files": seconds}) == ["rl.py", "async.py", "fault.py", "demo.py"]
 
 
 def test_a_new_file_is_guessed_from_its_fixtures() -> None:
