@@ -34,9 +34,9 @@ def _recipe() -> list[Path]:
     return [p for p in sorted((REPO / "agentrl_recipe").iterdir()) if p.name not in NOT_TRAINING]
 
 
-def _inputs_key() -> str:
+def _inputs_key(sizes_: cpu_inputs.CPUInputSizes) -> str:
     """The inputs: the task, its teacher's agent loop and reward, and the sandbox that ran the teacher's calls."""
-    sizes = json.dumps(dataclasses.asdict(SIZES), sort_keys=True)
+    sizes = json.dumps(dataclasses.asdict(sizes_), sort_keys=True)
     return content_key([*_recipe(), REPO / "agentrl_sandbox", Path(__file__)], DISTRIBUTIONS, [sizes])
 
 
@@ -56,10 +56,21 @@ def _sft_args(inputs: cpu_inputs.CPUInputs, run: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def family_inputs(tmp_path_factory: pytest.TempPathFactory, sizes: cpu_inputs.CPUInputSizes) -> cpu_inputs.CPUInputs:
+    """The CPU inputs at ``sizes`` (its ``family`` picks the tiny model's), built once (cached, see the docstring)."""
+    name = "cpu_inputs" if sizes.family == SIZES.family else f"cpu_inputs_{sizes.family}"
+    out = built_once(tmp_path_factory, name, _inputs_key(sizes), lambda where: cpu_inputs.prepare(where, sizes))
+    return cpu_inputs.prepare(out, sizes)  # the stamp matches: returns the paths without building
+
+
+def family_sft_run(tmp_path_factory: pytest.TempPathFactory, inputs: cpu_inputs.CPUInputs, name: str) -> Path:
+    """``SFT_STEPS`` of agentrl_sft_cpu on ``inputs`` (cached, see the docstring)."""
+    return built_once(tmp_path_factory, name, _sft_key(inputs), lambda run: _train(inputs, run))
+
+
 @pytest.fixture(scope="session")
 def cpu_inputs_dir(tmp_path_factory: pytest.TempPathFactory, agentrl_cache: Path) -> cpu_inputs.CPUInputs:
-    out = built_once(tmp_path_factory, "cpu_inputs", _inputs_key(), lambda where: cpu_inputs.prepare(where, SIZES))
-    return cpu_inputs.prepare(out, SIZES)  # the stamp matches: returns the paths without building
+    return family_inputs(tmp_path_factory, SIZES)
 
 
 def _train(inputs: cpu_inputs.CPUInputs, run: Path) -> None:
@@ -70,12 +81,24 @@ def _train(inputs: cpu_inputs.CPUInputs, run: Path) -> None:
 @pytest.fixture(scope="session")
 def cpu_sft_run(cpu_inputs_dir: cpu_inputs.CPUInputs, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The SFT run's folder: its log, verl's file-logger metrics and checkpoints (cached, see the module docstring)."""
-    key = _sft_key(cpu_inputs_dir)
-    return built_once(tmp_path_factory, "sft_run", key, lambda run: _train(cpu_inputs_dir, run))
+    return family_sft_run(tmp_path_factory, cpu_inputs_dir, "sft_run")
+
+
+def sft_export(run: Path) -> Path:
+    export = run / "ckpt" / f"global_step_{SFT_STEPS}" / "huggingface"
+    assert (export / "config.json").is_file(), sorted(p.name for p in (run / "ckpt").rglob("*"))
+    return export
 
 
 @pytest.fixture(scope="session")
 def cpu_sft_model(cpu_sft_run: Path) -> Path:
-    export = cpu_sft_run / "ckpt" / f"global_step_{SFT_STEPS}" / "huggingface"
-    assert (export / "config.json").is_file(), sorted(p.name for p in (cpu_sft_run / "ckpt").rglob("*"))
-    return export
+    return sft_export(cpu_sft_run)
+
+
+@pytest.fixture(scope="session")
+def qwen25_inputs_and_sft_model(
+    tmp_path_factory: pytest.TempPathFactory, agentrl_cache: Path
+) -> tuple[cpu_inputs.CPUInputs, Path]:
+    """The Qwen2.5 family's CPU inputs and SFT model (Qwen2ForCausalLM, the Qwen2.5 template; the 7B run's)."""
+    inputs = family_inputs(tmp_path_factory, dataclasses.replace(SIZES, family="qwen2.5"))
+    return inputs, sft_export(family_sft_run(tmp_path_factory, inputs, "sft_run_qwen2.5"))
