@@ -73,7 +73,10 @@ def preflight() -> str:
     """Path of a usable bwrap, or raise SandboxError saying what is missing and how to fix it."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        raise SandboxError(f"bubblewrap (bwrap) is not installed; the local sandbox refuses to run without it: {FIX}")
+        raise SandboxError(
+            f"bubblewrap (bwrap) is not installed; the local sandbox refuses to run without it: {FIX}; without root, "
+            "a sandbox server on another machine (`agentrl-sandbox serve` there, SANDBOX_URL=http://<it>:8080)"
+        )
     python = runtime_env.interpreter()  # Debian's python3 or $AGENTRL_SANDBOX_PYTHON: under /usr (bound read-only)
     if not os.access(python, os.X_OK):
         raise SandboxError(f"the sandbox interpreter {python} is missing: run `make install` (apt-get install python3)")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from agentrl_recipe.eval import report as report_lib
 from agentrl_recipe.eval.compare import compare_reports
-from agentrl_recipe.eval.protocol import BACKENDS, EvalConfig
+from agentrl_recipe.eval.protocol import BACKENDS, TRAJECTORIES_PER_ENGINE, EvalConfig, batch_size_for
 from agentrl_recipe.eval.runner import run_eval, write_report
 from agentrl_recipe.eval.table import markdown_table
 from agentrl_recipe.offline.vllm_server import (
@@ -142,7 +142,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = run.add_argument_group("selection and plumbing")
     s.add_argument("--sources", nargs="+", help="only these data_source values")
     s.add_argument("--limit", type=int, help="first N problems per data source (smoke runs)")
-    s.add_argument("--batch-size", type=int, default=defaults.batch_size, help="problems per rollout call")
+    s.add_argument(
+        "--batch-size",
+        type=int,
+        help=f"problems per rollout call (default: {TRAJECTORIES_PER_ENGINE} trajectories per engine of the vLLM "
+        f"server --backend vllm starts, at least {defaults.batch_size} problems; --backend openai/hf: "
+        f"{defaults.batch_size})",
+    )
     s.add_argument("--sandbox", type=json.loads, help="agentrl.sandbox overrides as JSON, e.g. '{\"pool_size\": 8}'")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -189,7 +195,7 @@ def config_from_args(args: argparse.Namespace, server: VllmServerSpec | None = N
         ks=args.ks,
         sources=_split(args.sources) if args.sources else None,
         limit=args.limit,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size or batch_size_for(server.engines() if server is not None else 1, args.n_samples),
         sandbox=args.sandbox,
         plots=not args.no_plots,
     )

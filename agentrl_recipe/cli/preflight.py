@@ -194,7 +194,12 @@ def check_flash_attn(lay: Layout, facts: NodeFacts) -> Result:
         "the config uses attn_implementation flash_attention_2 (verl's default; Ulysses SP and remove-padding need it)"
     )
     if facts.flash_attn_error == FLASH_ATTN_MISSING:
-        return Result("flash_attn", False, f"{needed} but flash_attn is not installed: `make install-gpu` builds it")
+        return Result(
+            "flash_attn",
+            False,
+            f"{needed} but flash_attn is not installed: `make install-gpu` builds it (with the nvcc of torch's CUDA "
+            "major: `module load cuda`), or installs a prebuilt one (FLASH_ATTN_WHEEL=<wheel>)",
+        )
     return Result(
         "flash_attn",
         False,
@@ -226,7 +231,8 @@ def check_runtime(sandbox: SandboxConfig, python_version: str | None) -> Result:
     """The local sandbox's Python runtime against SandboxFusion's (Python 3.10 with its pins): a warning, never a
     failure — the run works, but the tool output the policy sees may differ from the paper's (numpy 2's reprs)."""
     if python_version is None:
-        return Result("runtime", True, f"{sandbox.runtime}: {runtime_env.interpreter()} does not run", warn=True)
+        why = f"{runtime_env.interpreter()} is not usable (the sandbox line says why)"
+        return Result("runtime", True, f"{sandbox.runtime}: not compared with SandboxFusion's: {why}", warn=True)
     where = f"{sandbox.runtime} runtime on Python {python_version}"
     gaps = runtime_env.sandboxfusion_gaps(sandbox.runtime, python_version)
     if not gaps:

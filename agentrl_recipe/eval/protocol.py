@@ -43,6 +43,17 @@ PAPER_PROTOCOL: dict[str, Any] = {
 
 BACKENDS = ("hf", "openai")
 COMPAT_KEY = "agentrl.compat"  # the RL config key EvalConfig.compat sets
+DEFAULT_BATCH_SIZE = 8  # problems per rollout call: 8 x 32 samples = 256 trajectories, one engine's load
+# Trajectories in flight per vLLM engine: vLLM 0.30's API-server max_num_seqs below 70 GB (1,024 on H100). At eval's
+# lengths a 4B model's KV cache holds fewer sequences than that, so each engine's queue stays full; a batch ends with
+# its slowest trajectory, so a data-parallel server's 8 engines get 8 x 256 (one engine's 256 left 7 of 8 GPUs idle).
+TRAJECTORIES_PER_ENGINE = 256
+
+
+def batch_size_for(engines: int, n_samples: int) -> int:
+    """Problems per rollout call that keep ``engines`` vLLM engines busy: :data:`TRAJECTORIES_PER_ENGINE` trajectories
+    per engine, never fewer than :data:`DEFAULT_BATCH_SIZE` problems."""
+    return max(DEFAULT_BATCH_SIZE, -(-TRAJECTORIES_PER_ENGINE * max(1, engines) // n_samples))
 
 
 @dataclasses.dataclass
@@ -82,7 +93,7 @@ class EvalConfig:
     # --- selection and plumbing ---
     sources: list[str] | None = None  # keep only these data_source values
     limit: int | None = None  # first N problems per data_source (smoke runs)
-    batch_size: int = 8  # problems per rollout call (× n_samples trajectories)
+    batch_size: int = DEFAULT_BATCH_SIZE  # problems per rollout call (× n_samples); CLI: batch_size_for(engines)
     sandbox: dict[str, Any] | None = None  # agentrl.sandbox overrides (SandboxConfig fields)
     plots: bool = True  # write the PNG plots next to report.json
 

@@ -92,10 +92,11 @@ def find_nvcc() -> str | None:
 
 def flashinfer_env() -> dict[str, str]:
     """``VLLM_USE_FLASHINFER_SAMPLER=0`` when no nvcc can JIT-compile FlashInfer's sampler (vLLM then samples with
-    its PyTorch sampler: same distribution); {} with nvcc, or when the variable is already set (the user's choice)."""
-    if os.environ.get(FLASHINFER_SAMPLER_ENV) is not None or find_nvcc() is not None:
-        return {}
-    return {FLASHINFER_SAMPLER_ENV: "0"}
+    its PyTorch sampler: same distribution); {} with nvcc; the user's value when set (it wins, and travels with a
+    launch to an existing Ray cluster's workers, which do not inherit this shell)."""
+    if os.environ.get(FLASHINFER_SAMPLER_ENV) is not None:
+        return {FLASHINFER_SAMPLER_ENV: os.environ[FLASHINFER_SAMPLER_ENV]}
+    return {} if find_nvcc() is not None else {FLASHINFER_SAMPLER_ENV: "0"}
 
 
 def visible_gpus() -> int:
@@ -182,6 +183,10 @@ class VllmServerSpec:
         if any(arg.split("=", 1)[0] in PARALLEL_ARGS for arg in self.extra_args):
             return 1
         return max(1, visible_gpus())
+
+    def engines(self) -> int:
+        """vLLM engines serving requests: one on CPU, :meth:`data_parallel` on a GPU node."""
+        return 1 if self.on_cpu else self.data_parallel()
 
     def environment(self) -> dict[str, str]:
         return {**os.environ, **(cpu_environment() if self.on_cpu else flashinfer_env())}

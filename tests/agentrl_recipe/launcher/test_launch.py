@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 
 from agentrl_recipe.cli import configs
+from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.launcher import launch
 from agentrl_recipe.launcher.env import TOKEN_IN_CONFIG
 from agentrl_recipe.launcher.launch import SMOKE_STAGES, prepare_smoke
+from agentrl_recipe.offline import vllm_server
 from agentrl_sandbox.config import ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE
 
 SECRET = "s3cret-t0ken"
@@ -67,3 +69,38 @@ def test_config_show_redacts_the_token(capsys) -> None:
     assert configs.main(show) == 0
     out = capsys.readouterr().out
     assert "    token: '***'\n" in out and SECRET not in out
+
+
+@pytest.fixture
+def no_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A node whose PATH, CUDA_HOME and /usr/local/cuda hold no nvcc; returns a toolkit folder with one, unused."""
+    for key in ("CUDA_HOME", "CUDA_PATH", "RAY_ADDRESS", vllm_server.FLASHINFER_SAMPLER_ENV):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(vllm_server, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    toolkit = tmp_path / "cuda"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    return toolkit
+
+
+def _rl_env() -> tuple[list[str], dict[str, str]]:
+    return launch.rl_command("agentrl_rl_qwen3_4b", [], _args("rl"))
+
+
+def test_an_rl_launch_without_nvcc_samples_without_flashinfers_jit(monkeypatch, no_nvcc: Path, no_token_env) -> None:
+    """verl's vLLM rollout would JIT-compile FlashInfer's sampler with nvcc at engine start (issue 38 item 4)."""
+    composed = compose("agentrl_rl_qwen3_4b")
+    monkeypatch.setattr(launch, "compose", lambda name, overrides: composed)  # once: seconds per composition
+    sampler = vllm_server.FLASHINFER_SAMPLER_ENV
+    assert _rl_env()[1][sampler] == "0"
+    monkeypatch.setenv("CUDA_HOME", str(no_nvcc))  # `module load cuda`: FlashInfer's sampler stays on
+    assert sampler not in _rl_env()[1]
+    monkeypatch.delenv("CUDA_HOME")
+    monkeypatch.setenv(sampler, "1")  # the user's value wins
+    assert _rl_env()[1][sampler] == "1"
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # and reaches an existing cluster's workers
+    command, _ = _rl_env()
+    assert f"++ray_kwargs.ray_init.runtime_env.env_vars.{sampler}='1'" in command
+    monkeypatch.delenv(sampler)
+    assert f"++ray_kwargs.ray_init.runtime_env.env_vars.{sampler}='0'" in _rl_env()[0]
