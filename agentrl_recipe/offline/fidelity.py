@@ -305,6 +305,26 @@ STACK_ROWS = (
         "their import warnings, `/tmp/main.py`, the IndentationError caret differs; url: a SandboxFusion server",
     ),
     Row(
+        "resolved:batch_partition",
+        "–",
+        "balance_batch (default on): 8 (world size) length-balanced partitions in index order; update i = partition i "
+        "of each dp rank (1,024 lengths: 4 × 8473.1 mean)",
+        "verl/trainer/ppo/ray_trainer.py:978",
+        "released",
+        "trainer.v1.sampler.sampler_kwargs.batch_partition (the buffer gives its trainer the order, "
+        "verl_adapters/balance_batch.py); _fixed: verl (0.9.1's 2 workload halves: 8696.8 / 8003.0 / 8873.5 / 8319.2)",
+    ),
+    Row(
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+        "–",
+        "23040 (× SP 4): per rank ceil(tokens / 92,160) micro-batches, balanced by token count, no size check",
+        "verl/utils/seqlen_balancing.py:283",
+        23040,
+        "micro-batches are verl 0.9.1's (balanced by workload, added until each fits): verl forms them in the actor "
+        "engine with no hook, so not switched; per-token weights under token_mean_scope micro_batch differ "
+        "(issue 45: 18-40 %)",
+    ),
+    Row(
         "resolved:keep_released_rows",
         "–",
         "every published row loaded: an unknown label graded as math (reward.py:168), a code ground truth in neither "

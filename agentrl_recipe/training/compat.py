@@ -23,6 +23,7 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | tool ``call_arguments`` | ``released``: the model's ``timeout``/``language`` as sent | ``bounded``: ≤ ``timeout_s`` |
 | ``actor_rollout_ref.actor.policy_loss.token_mean_scope`` | ``micro_batch``: × its sequences | ``mini_batch`` (verl) |
 | ``data.agentrl.prompt_filter_counts_tools`` | false: the prompt alone | true: prompt + tool schemas (verl) |
+| ``trainer.v1.sampler.sampler_kwargs.batch_partition`` | ``released``: 8 length-balanced cuts | ``verl``: 0.9.1's |
 | ``data.agentrl.keep_released_rows`` | true: every published row | false: rows flagged ``released_only`` dropped |
 """
 
@@ -52,6 +53,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "token_mean_scope": {"open_agentrl": "micro_batch", "agentrl": "mini_batch"},
     "prompt_filter_counts_tools": {"open_agentrl": False, "agentrl": True},
     "keep_released_rows": {"open_agentrl": True, "agentrl": False},
+    "batch_partition": {"open_agentrl": "released", "agentrl": "verl"},
 }
 
 

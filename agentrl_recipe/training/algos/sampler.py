@@ -18,6 +18,7 @@ Config (the shipped ``verl_configs/recipe/grpo_tcr.yaml`` wires it; values are i
     trainer.v1.sampler.custom_sampler.name: AgentRLReplayBuffer      # AgentRLReplayBufferAsync for *_async modes
     trainer.v1.sampler.sampler_kwargs:
       masks: ${agentrl.masks}                              # agentrl.masks.* switches (MaskConfig)
+      batch_partition: ${agentrl_compat:batch_partition}   # which trajectories share an update (algos/partition.py)
       roc: ${agentrl.roc}                                  # optional: agentrl.roc.* (rStar2 RoC, RoCConfig)
       filter_groups: ${algorithm.filter_groups}            # verl's FilterGroupsConfig (dynamic sampling, below)
       train_batch_size: ${data.train_batch_size}
@@ -95,10 +96,11 @@ from agentrl_recipe.training.algos.infra_guard import (
 )
 from agentrl_recipe.training.algos.infra_guard import METRIC_PREFIX as INFRA_GUARD_PREFIX
 from agentrl_recipe.training.algos.masking import MaskConfig, compute_trajectory_masks, trajectory_fields
+from agentrl_recipe.training.algos.partition import BATCH_PARTITIONS
 from agentrl_recipe.training.metrics import is_count, step_metrics
 from agentrl_recipe.training.recipe_config import from_mapping, resolve, to_plain
 from agentrl_recipe.training.trajectory_dump import TrajectoryDump, TrajectoryDumpConfig
-from agentrl_recipe.training.verl_adapters import metrics_aggregator
+from agentrl_recipe.training.verl_adapters import balance_batch, metrics_aggregator
 from agentrl_recipe.training.verl_adapters.ppo_trainer import async_buffer_kwargs, sync_buffer_kwargs
 from agentrl_recipe.training.verl_adapters.replay_buffer import (
     EvictionReasons,
@@ -116,6 +118,7 @@ ASYNC_SAMPLER = "AgentRLReplayBufferAsync"
 # `configs check` reports an agentrl.roc that is on but not wired) and sync_refill_failed_groups.
 WIRING = {
     "masks": "${agentrl.masks}",
+    "batch_partition": "${agentrl_compat:batch_partition}",
     "filter_groups": "${algorithm.filter_groups}",
     "train_batch_size": "${data.train_batch_size}",
     "max_response_length": "${data.max_response_length}",
@@ -158,6 +161,8 @@ class SamplerSettings:
     max_response_length: int | None = None
     sync_refill_failed_groups: bool = False
     trajectory_dump: TrajectoryDumpConfig = dataclasses.field(default_factory=TrajectoryDumpConfig)
+    # which trajectories share an update (algos/partition.py): released ([code] verl 0.5) | verl (0.9.1's)
+    batch_partition: str = "verl"
 
     @classmethod
     def from_kwargs(cls, sampler_kwargs: Any) -> SamplerSettings:
@@ -173,6 +178,10 @@ class SamplerSettings:
         settings.trajectory_dump = TrajectoryDumpConfig.from_dict(_to_plain(settings.trajectory_dump))
         groups = {k: v for k, v in (_to_plain(settings.filter_groups) or {}).items() if k != "_target_"}
         settings.filter_groups = from_mapping(FilterGroups, groups, where=f"{SETTINGS_WHERE}.filter_groups")
+        if settings.batch_partition not in BATCH_PARTITIONS:
+            raise ValueError(
+                f"{SETTINGS_WHERE}.batch_partition must be one of {BATCH_PARTITIONS}, got {settings.batch_partition!r}"
+            )
         if settings.filter_groups.enable and not settings.train_batch_size:
             raise ValueError(
                 f"{SETTINGS_WHERE}.train_batch_size (${{data.train_batch_size}}) is required for filter_groups"
@@ -255,6 +264,19 @@ def _wiring_problems(settings: SamplerSettings, configured: _Configured) -> list
         for key, (seen, home) in wired.items()
         if seen != home
     ]
+
+
+def install_partition(refill_fn: Callable[[int], int] | None, partition: str) -> None:
+    """Give the trainer that built this buffer (``refill_fn``'s owner, verl's ``_add_prompts_to_generate``) the
+    ``batch_partition`` order (:mod:`agentrl_recipe.training.verl_adapters.balance_batch`)."""
+    trainer = getattr(refill_fn, "__self__", None)
+    if trainer is None:
+        if partition == "released":
+            raise ValueError(
+                f"{SETTINGS_WHERE}.batch_partition released needs the trainer's refill_fn (verl passes it)"
+            )
+        return
+    balance_batch.install(trainer, partition)
 
 
 # ---- masks, RoC and the infra guard on a sampled batch (both buffers) ----------------------------------------------
@@ -563,6 +585,7 @@ class AgentRLReplayBuffer(MaskingMixin, HookedReplayBuffer):
         **kwargs: Any,
     ) -> None:
         settings = self._load_settings(sampler_kwargs, trainer_config)
+        install_partition(refill_fn, settings.batch_partition)
         groups = settings.filter_groups
         metric = groups.metric if groups.enable else None
         self._trainer_refill = refill_fn
@@ -733,6 +756,7 @@ class AgentRLReplayBufferAsync(MaskingMixin, ReplayBufferAsync):
         **kwargs: Any,
     ) -> None:
         settings = self._load_settings(sampler_kwargs, trainer_config)
+        install_partition(refill_fn, settings.batch_partition)
         groups = settings.filter_groups
         if groups.enable and groups.max_num_gen_batches > 0:
             raise ValueError(

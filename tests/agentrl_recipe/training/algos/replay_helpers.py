@@ -82,6 +82,7 @@ def make_buffer(
         "filter_groups": filter_groups or {"enable": False},
         "train_batch_size": B,
         "max_response_length": MAX_LEN,
+        "batch_partition": "verl",
     }
     return cls(
         trainer_mode=mode,
@@ -137,6 +138,7 @@ def trainer_config(masks: dict, mode: str = "sync", sampler: str = "AgentRLRepla
                         "custom_sampler": {"path": "pkg://agentrl_recipe.training.algos.sampler", "name": sampler},
                         "sampler_kwargs": {
                             "masks": "${agentrl.masks}",
+                            "batch_partition": "${agentrl_compat:batch_partition}",
                             "roc": "${agentrl.roc}",
                             "filter_groups": "${algorithm.filter_groups}",
                             "train_batch_size": "${data.train_batch_size}",

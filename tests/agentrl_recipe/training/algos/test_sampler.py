@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from replay_helpers import (
     DAPO,
     MAX_LEN,
@@ -64,6 +65,31 @@ def test_verl_trainer_builds_our_buffer_from_config() -> None:
     assert buffer.settings.max_response_length == MAX_LEN
 
 
+def buffer_kwargs(cfg) -> dict:
+    return OmegaConf.to_container(cfg.trainer.v1.sampler.sampler_kwargs, resolve=True)
+
+
+class _Trainer(SimpleNamespace):
+    def _add_prompts_to_generate(self, n: int) -> int:  # a bound method, as verl passes it
+        return n
+
+
+@pytest.mark.parametrize(("compat", "expected"), [("open_agentrl", "released"), ("agentrl", "verl")])
+def test_the_buffer_gives_its_trainer_the_partition_compat_says(compat: str, expected: str) -> None:
+    """Issue 45 item 1: verl's _build_replay_buffer builds our buffer, which gives that trainer instance the order."""
+    from agentrl_recipe.training.verl_adapters import balance_batch
+
+    cfg = trainer_config({})
+    cfg.agentrl.compat = compat
+    trainer = _Trainer(config=cfg, trainer_mode="sync")
+    buffer = PPOTrainer._build_replay_buffer(trainer)
+    assert (buffer.settings.batch_partition, balance_batch.installed(trainer)) == (expected, expected)
+    with pytest.raises(ValueError, match="batch_partition released needs the trainer's refill_fn"):
+        sampler.install_partition(None, "released")
+    with pytest.raises(ValueError, match="batch_partition must be one of"):
+        SamplerSettings.from_kwargs({**buffer_kwargs(cfg), "batch_partition": "zigzag"})
+
+
 def test_verl_trainer_builds_our_async_buffer_from_config() -> None:
     cfg = trainer_config({"infra_failure": True}, mode="colocate_async", sampler="AgentRLReplayBufferAsync")
     cfg.algorithm.filter_groups.max_num_gen_batches = 0  # the cap is sync-only
@@ -81,7 +107,13 @@ def test_verl_trainer_builds_our_async_buffer_from_config() -> None:
 
 # ---- settings (sampler_kwargs) and the config check ------------------------------------------------------------------
 def test_sampler_kwargs_are_validated() -> None:
-    wired = {"masks": {}, "filter_groups": {}, "train_batch_size": 4, "max_response_length": 8}
+    wired = {
+        "masks": {},
+        "filter_groups": {},
+        "train_batch_size": 4,
+        "max_response_length": 8,
+        "batch_partition": "verl",
+    }
     assert SamplerSettings.from_kwargs(wired).masks.enabled == ()
     with pytest.raises(ValueError, match=r"masks: \$\{agentrl.masks\}"):  # unwired: would silently do nothing
         SamplerSettings.from_kwargs({k: v for k, v in wired.items() if k != "masks"})
@@ -105,6 +137,7 @@ def test_sampler_kwargs_carry_the_guard() -> None:
         "filter_groups": {"enable": False},
         "train_batch_size": 4,
         "max_response_length": 8,
+        "batch_partition": "released",
         "infra_guard": {"max_rate": 0.05},
     }
     assert SamplerSettings.from_kwargs(kwargs).infra_guard == InfraGuardConfig(max_rate=0.05)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from agentrl_recipe import names
 from agentrl_recipe.training.rewards import scoring
 from agentrl_recipe.training.rewards.code import released as code_released

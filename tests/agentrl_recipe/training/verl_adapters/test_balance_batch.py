@@ -1,0 +1,116 @@
+"""Which trajectories share an optimizer update (issue 45 item 1): verl 0.5's order under ``batch_partition:
+released``, verl 0.9.1's own ``PPOTrainer._balance_batch`` otherwise. If the adapter test fails, verl changed that
+private method."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import random
+from types import SimpleNamespace
+
+import pytest
+from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+from agentrl_recipe.training.algos import partition
+from agentrl_recipe.training.verl_adapters import balance_batch
+
+WORLD, DP, UPDATES = 8, 2, 4  # the paper's 8 GPUs, Ulysses SP 4 (dp 2), 64 × 16 / (16 × 16) updates
+
+
+def step_lengths() -> list[int]:
+    """1,024 prompt + response lengths of one step: 64 prompts (200-2560 tokens) × 16 responses (≤ 20480)."""
+    rng = random.Random(45)
+    out = []
+    for _ in range(64):
+        prompt = rng.randint(200, 2560)
+        out += [prompt + min(20480, int(rng.lognormvariate(8.6, 0.9))) for _ in range(16)]
+    return out
+
+
+LENGTHS = step_lengths()
+# Golden, computed with the released stack's own partitioner (Open-AgentRL 1fe5dbd, verl/utils/seqlen_balancing.py,
+# as ray_trainer.py:978 calls it): the sha256 of the 4 updates' sorted members (json), their first members and means
+RELEASED_SHA = "0d4b928637f275ae"
+RELEASED_FIRST = [[2, 4, 8, 11, 12], [0, 1, 3, 5, 6], [18, 23, 27, 32, 42], [9, 10, 13, 14, 15]]
+RELEASED_MEANS = [8473.1] * 4
+VERL_MEANS = [8696.8, 8003.0, 8873.5, 8319.2]  # verl 0.9.1's v1 order: update i ≈ prompts 16i..16i+15
+
+
+def sha(members: list[list[int]]) -> str:
+    return hashlib.sha256(json.dumps(members).encode()).hexdigest()[:16]
+
+
+def means(members: list[list[int]]) -> list[float]:
+    return [round(sum(LENGTHS[i] for i in m) / len(m), 1) for m in members]
+
+
+class FakeBatch:
+    """What ``_balance_batch`` reads of verl's KVBatchMeta: its tags, its length, and ``reorder``."""
+
+    def __init__(self, lengths: list[int]) -> None:
+        self.tags = [{"seq_len": n} for n in lengths]
+        self.order: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.tags)
+
+    def reorder(self, order: list[int]) -> None:
+        self.order = list(order)
+        self.tags = [self.tags[i] for i in order]
+
+
+class FakeTrainer:
+    """The members verl's ``_balance_batch`` reads, for 8 actor workers in 2 data-parallel groups."""
+
+    def __init__(self) -> None:
+        ranks = [r // (WORLD // DP) for r in range(WORLD)]  # each worker's data-parallel rank
+        group = {"world_size": WORLD, "_dispatch_info": {}, "_query_dispatch_info": lambda _: ranks}
+        self.actor_rollout_wg = SimpleNamespace(**group)
+        self.tokenizer = SimpleNamespace(eos_token_id=0)
+
+    def _get_required_batch_multiple(self, dp_size: int) -> int:
+        return dp_size * UPDATES  # verl's: lcm(dp, the mini-batch) = 256 here, which 1,024 already is
+
+
+def test_the_released_order_gives_the_released_memberships() -> None:
+    released = partition.update_members(partition.released_order(LENGTHS, WORLD), DP, UPDATES)
+    assert (sha(released), [m[:5] for m in released], means(released)) == (RELEASED_SHA, RELEASED_FIRST, RELEASED_MEANS)
+    ours = partition.update_members(partition.verl_order(LENGTHS, DP), DP, UPDATES)
+    assert means(ours) == VERL_MEANS
+    assert sum(a == b for a, b in zip(released, ours, strict=True)) == 0  # no update has the same members
+
+
+def test_verls_own_method_gives_the_verl_order() -> None:
+    """Our model of verl 0.9.1's side is verl's method itself, run on the same lengths."""
+    batch = FakeBatch(LENGTHS)
+    PPOTrainer._balance_batch(FakeTrainer(), batch, metrics={})
+    assert batch.order == partition.verl_order(LENGTHS, DP)
+
+
+def test_installed_on_one_trainer_it_reorders_as_released_and_leaves_the_class_alone() -> None:
+    trainer, other = FakeTrainer(), FakeTrainer()
+    balance_batch.install(trainer, "released")
+    assert (balance_batch.installed(trainer), balance_batch.installed(other)) == ("released", "verl")
+    batch, metrics = FakeBatch(LENGTHS), {}
+    assert trainer._balance_batch(batch, metrics=metrics) is batch
+    assert partition.update_members(batch.order, DP, UPDATES) == partition.update_members(
+        partition.released_order(LENGTHS, WORLD), DP, UPDATES
+    )
+    per_rank = [sum(LENGTHS[i] for i in batch.order[k * 128 : (k + 1) * 128]) for k in range(WORLD)]
+    balanced = (metrics["global_seqlen/balanced_min"], metrics["global_seqlen/balanced_max"])
+    assert balanced == (min(per_rank), max(per_rank)) == (1084561, 1084562)  # 8 partitions, within one token
+    assert "_balance_batch" not in vars(other) and PPOTrainer.__dict__["_balance_batch"] is not trainer._balance_batch
+    balance_batch.install(trainer, "verl")
+    assert balance_batch.installed(trainer) == "verl"
+    with pytest.raises(ValueError, match="do not split into world_size=8"):
+        partition.released_order(LENGTHS[:12], WORLD)
+
+
+def test_verls_method_still_reads_what_the_adapter_reads() -> None:
+    source = inspect.getsource(PPOTrainer._balance_batch)
+    missing = [name for name in balance_batch.VERL_CALLS if name not in source]
+    assert not missing, f"{balance_batch.SYMBOL} no longer uses {missing}: update the adapter"
+    params = list(inspect.signature(PPOTrainer._balance_batch).parameters)
+    assert params == ["self", "batch", "metrics", "logging_prefix", "keep_minibatch"], balance_batch.SYMBOL
