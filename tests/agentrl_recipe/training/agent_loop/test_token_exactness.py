@@ -3,8 +3,8 @@
 With ``agentrl.agent_loop.tool_turn_newline: false`` (open_agentrl) they equal it less the one ``\\n`` between a
 generated ``<|im_end|>`` and the tool turn after it, as the released loop (verl 0.5) appended tool turns.
 
-Run for the Qwen2.5-style template the package ships, a Qwen3-style one (think blocks;
-tests/agentrl_recipe/training/agent_loop/templates/qwen3_hermes.jinja), and the real Qwen3-2507 templates the 4B run
+Run on the tiny Qwen3 model (verl's Qwen3 continuous-token builder) for the Qwen2.5 template the package ships, a
+Qwen3-style one (think blocks; tests/agentrl_recipe/training/agent_loop/templates/qwen3_hermes.jinja), and the real Qwen3-2507 templates the 4B run
 uses (templates/qwen3_4b_instruct_2507.jinja, the paper's base model, and qwen3_4b_thinking_2507.jinja; sources in
 templates/README.md), with a system prompt, through verl's AgentLoopWorker with the real code_interpreter tool and the
 plugin's render cache (agentrl_recipe/training/agent_loop/render_cache.py, which must serve some of the renders). The
@@ -20,7 +20,7 @@ from loop_helpers import call, row, with_updates
 from transformers import AutoTokenizer
 
 from agentrl_recipe import names
-from agentrl_recipe.cpu_task.tiny_model import chat_template
+from agentrl_recipe.cpu_task.tiny_model import QWEN25, chat_template
 from agentrl_recipe.offline.rollout import Rollout
 from agentrl_recipe.training.agent_loop import render_cache
 from verl_client.token_output import ContextLimits
@@ -134,7 +134,7 @@ def template_file(name: str):
 
 
 CASES = {
-    "qwen25": (chat_template, qwen25_case),
+    "qwen25": (lambda: chat_template(QWEN25), qwen25_case),
     "qwen3": (template_file("qwen3_hermes.jinja"), qwen3_case),
     "qwen3_instruct_2507": (template_file("qwen3_4b_instruct_2507.jinja"), qwen3_instruct_2507_case),
     "qwen3_thinking_2507": (template_file("qwen3_4b_thinking_2507.jinja"), qwen3_thinking_2507_case),
