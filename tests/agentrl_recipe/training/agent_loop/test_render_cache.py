@@ -53,7 +53,9 @@ def test_template_change_is_not_served_from_the_cache(tiny_model_dir):
     builder = render_cache.memoize_renders(create_continuous_token_builder(tokenizer, hf_model_type="qwen2"))
     messages = [{"role": "user", "content": "hi"}]
     before = builder.build_initial_tokens(messages, tools=TOOLS)
-    tokenizer.chat_template = tokenizer.chat_template.replace("You are a helpful assistant.", "Be brief.")
+    edited = tokenizer.chat_template.replace("You may call one or more functions", "You may call functions")
+    assert edited != tokenizer.chat_template  # the tools header: in the Qwen3-2507 and Qwen2.5 templates alike
+    tokenizer.chat_template = edited
     after = builder.build_initial_tokens(messages, tools=TOOLS)
     assert before != after
     assert after == create_continuous_token_builder(tokenizer, hf_model_type="qwen2").build_initial_tokens(
