@@ -88,8 +88,9 @@ function bars(byCalls, field, cls, max) {
 }
 function renderReasoning() {
   const view = document.getElementById("view-reasoning");
-  view.replaceChildren(el("p", {}, "Per step: how many tool calls each trajectory made, the accuracy of the trajectories " +
-    "with each number of calls, and the share of calls that ran without error (deliberative: fewer, more successful calls)."));
+  view.replaceChildren(el("p", {}, "How many tool calls each trajectory made, the accuracy of the trajectories " +
+    "with each number of calls, and the share of calls that ran without error. The paper's deliberative mode: fewer, " +
+    "more successful calls with higher accuracy; a reactive policy calls often and fails more."));
   const head = el("tr", {}, ...["run", "step", "trajectories", "accuracy", "calls / traj", "tool success",
     "trajectories by calls", "accuracy by calls", "table"].map((h) => el("th", {}, h)));
   const rows = DATA.reasoning.map((r) => {
@@ -125,12 +126,16 @@ function reasoningCompare() {
   const update = () => {
     const ra = byKey.get(a.value), rb = byKey.get(b.value);
     const calls = [...new Set([...Object.keys(ra.by_calls), ...Object.keys(rb.by_calls)])].sort((x, y) => x - y);
-    const share = (r, n) => (r.by_calls[n] ? r.by_calls[n].trajectories + " (" + fmt(r.by_calls[n].trajectories / r.trajectories, 2) + ")" : "0");
-    const acc = (r, n) => (r.by_calls[n] ? fmt(r.by_calls[n].accuracy, 2) : "–");
+    const hbar = (v, cls) => el("span", { class: "hbar " + cls, style: "width:" + Math.round(60 * (v || 0)) + "px" });
+    const share = (r, n) => {
+      const b = r.by_calls[n];
+      return b ? [b.trajectories + " (" + fmt(b.trajectories / r.trajectories, 2) + ")", hbar(b.trajectories / r.trajectories, "")] : ["0"];
+    };
+    const acc = (r, n) => (r.by_calls[n] ? [fmt(r.by_calls[n].accuracy, 2), hbar(r.by_calls[n].accuracy, "acc")] : ["–"]);
     const head = el("tr", {}, ...["tool calls", "before: trajectories (share)", "before: accuracy",
       "after: trajectories (share)", "after: accuracy"].map((h) => el("th", {}, h)));
-    const rows = calls.map((n) => el("tr", { "data-calls": n }, el("td", {}, n), el("td", {}, share(ra, n)),
-      el("td", {}, acc(ra, n)), el("td", {}, share(rb, n)), el("td", {}, acc(rb, n))));
+    const rows = calls.map((n) => el("tr", { "data-calls": n }, el("td", {}, n), el("td", {}, ...share(ra, n)),
+      el("td", {}, ...acc(ra, n)), el("td", {}, ...share(rb, n)), el("td", {}, ...acc(rb, n))));
     const total = (label, f, d) => el("tr", { class: "total" }, el("th", {}, label), el("td", { colspan: 2 }, fmt(f(ra), d)),
       el("td", { colspan: 2 }, fmt(f(rb), d)));
     table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows,
