@@ -2,9 +2,10 @@
 
 ``--dist loadfile --no-loadscope-reorder``: each worker takes the next whole file in collection order when it is almost
 done with its own. The order comes from the durations recorded in tests/durations.json (`python
-benchmarks/test_suite.py --record` rewrites it): longest first, except that a worker which would only wait for the
-session's SFT run (another worker is building it) takes the longest file that does not need it. So no long file is
-left to run alone at the end, and the suite's wall time approaches its longest chain.
+benchmarks/test_suite.py --record` rewrites it): longest first, the files under ``SHORT_S`` after them in collection
+order; a worker whose file would only wait for a shared build another worker is making (the CPU inputs, the SFT run)
+takes the longest file that does not need it instead. So no long file is left to run alone at the end, and the
+suite's wall time approaches its longest chain.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ SFT_FIXTURES = frozenset({"cpu_sft_run", "cpu_sft_model"})
 # Tests with these fixtures start a trainer, a Ray cluster or a vLLM engine: marked slow (not in `make test-fast`).
 ENGINE_FIXTURES = SFT_FIXTURES | {"cpu_inputs_dir", "two_node_cluster", "transfer_queue"}
 UNRECORDED_S = (0.5, 60.0)  # a file with no record: per test, without and with an engine fixture
+# Files shorter than this keep their collection order (after the long ones): the tail balances itself, and the suite's
+# many small files run in the order they always have.
+SHORT_S = 10.0
 
 
 def _by_file(items: list[Any]) -> dict[str, list[Any]]:
@@ -59,7 +63,7 @@ def file_order(items: list[Any], workers: int, recorded: dict | None = None) -> 
     estimate = _estimates(files, recorded)
     build_s = [float(recorded.get("builds_s", {}).get(name, 0.0)) for _, name in BUILDS]
     needs = {path: _needs(tests) for path, tests in files.items()}
-    left = sorted(files, key=lambda path: -estimate[path])  # stable: equal estimates keep collection order
+    left = sorted(files, key=lambda path: -estimate[path] if estimate[path] >= SHORT_S else 0.0)  # stable sort
     free, order = [0.0] * max(1, workers), []
     ready: list[float | None] = [None] * len(BUILDS)  # when each build is done, once a worker has started it
 

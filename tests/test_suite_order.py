@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from shared_session import CACHE_ENV, built_once, content_key
-from suite_order import UNRECORDED_S, file_order, mark_engine_tests
+from suite_order import SHORT_S, UNRECORDED_S, file_order, mark_engine_tests
 
 
 def _items(*specs: tuple[str, int, tuple[str, ...]]) -> list[SimpleNamespace]:
@@ -20,10 +20,10 @@ def _items(*specs: tuple[str, int, tuple[str, ...]]) -> list[SimpleNamespace]:
     ]
 
 
-def test_the_longest_files_go_first() -> None:
-    items = _items(("c.py", 3, ()), ("a.py", 1, ()), ("d.py", 1, ()), ("b.py", 2, ()))
-    recorded = {"files": {"a.py": 100.0, "b.py": 80.0, "c.py": 10.0, "d.py": 5.0}}
-    assert file_order(items, 2, recorded) == ["a.py", "b.py", "c.py", "d.py"]
+def test_the_longest_files_go_first_and_short_ones_keep_their_order() -> None:
+    items = _items(("c.py", 3, ()), ("a.py", 1, ()), ("d.py", 1, ()), ("b.py", 2, ()), ("e.py", 1, ()))
+    recorded = {"files": {"a.py": 100.0, "b.py": 80.0, "c.py": 2.0, "d.py": 5.0, "e.py": SHORT_S}}
+    assert file_order(items, 2, recorded) == ["a.py", "b.py", "e.py", "c.py", "d.py"]
 
 
 def test_a_worker_does_not_wait_for_a_build_another_is_making() -> None:
