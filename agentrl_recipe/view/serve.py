@@ -1,6 +1,7 @@
 """``--serve``: the page over HTTP on 127.0.0.1, for runs too large for one file. The summaries are read once at start
-(the list and the reasoning-mode view need them); a trajectory's turns and tokens are read from its dump file when the
-page asks for them (``GET /api/detail?id=…``), the last file kept in memory."""
+(the list and the reasoning-mode view need them; an eval's token sidecar is not read then); a trajectory's turns and
+tokens are read from its dump when the page asks for them (``GET /api/detail?id=…``): a training step file whole (the
+last one kept in memory), an eval's one sample at its byte offset."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class Index:
         self.where: dict[str, StepFile] = {}
         summaries: list[dict[str, Any]] = []
         for step_file in inputs.steps:
-            for t in step_file.read():
+            for t in step_file.read(tokens=False):
                 self.where[t["id"]] = step_file
                 summaries.append(t | {"turns": None, "tokens": None})
         self.data = page.base_data(inputs, summaries, lazy=True)
@@ -31,6 +32,9 @@ class Index:
         step_file = self.where.get(trajectory_id)
         if step_file is None:
             return None
+        if step_file.kind == "eval":
+            found = step_file.find(trajectory_id)
+            return None if found is None else page.detail(found)
         if self._cached[0] is not step_file:
             self._cached = (step_file, {t["id"]: page.detail(t) for t in step_file.read()})
         return self._cached[1].get(trajectory_id)

@@ -26,7 +26,12 @@ STEP_FILE = re.compile(r"^step_(\d+)\.jsonl$")  # agentrl_recipe.training.trajec
 MAX_DEPTH = 4
 
 
-@dataclasses.dataclass
+Key = tuple[str, int]  # an eval sample: (prompt_id, sample)
+# The key at the head of an eval dump line (both files write prompt_id and sample first); other lines are parsed whole.
+EVAL_KEY = re.compile(rb'^\{"prompt_id": ?("(?:[^"\\]|\\.)*"), ?"sample": ?(-?\d+)[,}]')
+
+
+@dataclasses.dataclass(eq=False)
 class StepFile:
     """One (run, step) of trajectories on disk."""
 
@@ -35,16 +40,60 @@ class StepFile:
     path: Path
     kind: str  # "train" | "eval"
     tokenizer: str | None = None  # eval: decodes the sidecar's token ids (the eval's model)
+    _offsets: tuple[dict[Key, int], dict[Key, int]] | None = None  # eval: key -> byte offset in the dump, the sidecar
 
-    def read(self) -> Iterator[dict[str, Any]]:
+    def read(self, tokens: bool = True) -> Iterator[dict[str, Any]]:
+        """Every trajectory of the file; ``tokens=False``: an eval's without reading its token sidecar."""
         if self.kind == "train":
             for record in _json_lines(self.path):
                 yield records.from_training(record, self.run)
             return
-        tokens = {(str(r["prompt_id"]), int(r["sample"])): r for r in _json_lines(tokens_path(self.path))}
-        for record in _json_lines(self.path):
-            ids = tokens.get((str(record.get("prompt_id")), int(record.get("sample") or 0)), {})
-            yield records.from_eval(record | {k: ids[k] for k in TOKEN_KEYS if k in ids}, self.run, self.tokenizer)
+        joined = {_key(r): r for r in _json_lines(tokens_path(self.path))} if tokens else {}
+        latest = {_key(r): r for r in _json_lines(self.path)}  # a re-graded sample's later line wins, as in the report
+        for key, record in latest.items():
+            yield self._eval(record, joined.get(key, {}))
+
+    def _eval(self, record: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
+        return records.from_eval(record | {k: ids[k] for k in TOKEN_KEYS if k in ids}, self.run, self.tokenizer)
+
+    def find(self, trajectory_id: str) -> dict[str, Any] | None:
+        """One eval trajectory with its tokens, read at its byte offsets (both files indexed on the first call), so
+        ``--serve`` never holds a whole eval's token ids."""
+        prompt_id, _, sample = trajectory_id.removeprefix(f"{self.run}/").rpartition("/")
+        if self._offsets is None:
+            self._offsets = (_line_offsets(self.path), _line_offsets(tokens_path(self.path)))
+        key = (prompt_id, int(sample)) if sample.lstrip("-").isdigit() else None
+        if key not in self._offsets[0]:
+            return None
+        ids = _line_at(tokens_path(self.path), self._offsets[1][key]) if key in self._offsets[1] else {}
+        return self._eval(_line_at(self.path, self._offsets[0][key]), ids)
+
+
+def _key(record: dict[str, Any]) -> Key:
+    return str(record.get("prompt_id")), int(record.get("sample") or 0)
+
+
+def _line_offsets(path: Path) -> dict[Key, int]:
+    """Each eval sample's byte offset in ``path`` (the later line of a key wins; a torn last line is skipped)."""
+    out: dict[Key, int] = {}
+    if not path.is_file():
+        return out
+    offset = 0
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            if line.strip():
+                head = EVAL_KEY.match(line)
+                out[(json.loads(head[1]), int(head[2])) if head else _key(json.loads(line))] = offset
+            offset += len(line)
+    return out
+
+
+def _line_at(path: Path, offset: int) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return dict(json.loads(f.readline()))
 
 
 def _json_lines(path: Path) -> Iterator[dict[str, Any]]:

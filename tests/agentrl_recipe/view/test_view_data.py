@@ -11,6 +11,7 @@ from view_fixtures import XSS_SCRIPT, eval_record, eval_tokens, training_record,
 
 from agentrl_recipe.view import aggregate, page, records
 from agentrl_recipe.view.build import build_page
+from agentrl_recipe.view.serve import Index
 from agentrl_recipe.view.sources import discover
 
 
@@ -165,3 +166,25 @@ def test_a_torn_last_line_of_a_dump_being_written_is_skipped(tmp_path: Path) -> 
     _, data = build_page(tmp_path / "ev", tmp_path / "page.html")
     assert [t["id"] for t in data["trajectories"]] == ["ev/p0/0"]
     assert dump.read_bytes() == before  # the viewer writes nothing to a dump
+
+
+def test_serve_reads_one_eval_sample_at_its_offset(tmp_path: Path) -> None:
+    ev = tmp_path / "ev"
+    first = eval_record("aime/0", 0, correct=False)
+    again = eval_record("aime/0", 0, correct=True) | {"messages": [{"role": "assistant", "content": "re-graded"}]}
+    write_jsonl(ev / "rollouts.jsonl", [first, eval_record("aime/0", 1, correct=False), again])
+    write_jsonl(ev / "rollouts.tokens.jsonl", [eval_tokens("aime/0", 0), eval_tokens("aime/0", 1)])
+    (ev / "rollouts.tokens.jsonl").write_text(
+        (ev / "rollouts.tokens.jsonl").read_text().replace('"sample": 1,', '"sample":1,')  # the writer's separators
+    )
+    index = Index(discover(ev))
+    (step_file,) = index.inputs.steps
+    assert step_file._offsets is None  # the summaries did not read the sidecar
+    assert [(t["id"], t["correct"]) for t in index.data["trajectories"]] == [
+        ("ev/aime/0/0", True), ("ev/aime/0/1", False),
+    ]  # fmt: skip
+    shown = index.detail("ev/aime/0/0")
+    assert shown is not None and shown["turns"] == [{"role": "assistant", "content": "re-graded"}]  # the later line
+    assert shown["tokens"]["mask"] == [0, 0, 0, 0, 0, 0, 1, 1, 0, 1]
+    assert index.detail("ev/aime/0/1")["tokens"]["prompt_len"] == 6
+    assert index.detail("ev/aime/0/7") is None and index.detail("ev/aime/x") is None
