@@ -30,7 +30,7 @@ PYTEST_ARGS ?=
 # The 15 slowest tests close every run's output: the suite's 20-minute budget on 2 cores is kept by looking at them.
 PYTEST_DURATIONS ?= 15
 # Two pytest-xdist workers, a whole file at a time each, long files first by their recorded durations
-# (tests/durations.json, tests/conftest.py): the trainer tests spend much of their wall time waiting on start-up.
+# (tests/durations.json, tests/suite_order.py): the trainer tests spend much of their wall time waiting on start-up.
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
