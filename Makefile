@@ -153,12 +153,14 @@ DATA_DIR ?= data
 AGENTRL := $(VENV)/bin/agentrl-recipe
 TESTDATA := tests/data
 PROBLEMS ?= $(DATA_DIR)/rl/train.parquet
-.PHONY: data data-eval-sets data-rl-mix data-rl-math data-rl-released data-sft-released data-sft-stitched
+.PHONY: data data-eval-sets data-eval-released data-rl-mix data-rl-math data-rl-released data-sft-released data-sft-stitched
 .PHONY: data-sft-generate data-model-aware data-fixtures
-data: data-eval-sets data-rl-released data-sft-released  ## the paper's eval sets, the published RL-30K (what the paper-run configs train on) and SFT-3K from the hub [DATA_DIR=data]
+data: data-eval-sets data-eval-released data-rl-released data-sft-released  ## the paper's eval sets (upstream and as released), the published RL-30K (what the paper-run configs train on) and SFT-3K from the hub [DATA_DIR=data]
 data-eval-sets: venv  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) → $(DATA_DIR)/eval/<name>.parquet
 	$(AGENTRL) data eval-sets --aime24 Maxwell-Jia/AIME_2024 --aime25 yentinglin/aime_2025 --gpqa Idavidrein/gpqa \
 	  --lcb hf://datasets/livecodebench/code_generation_lite/test6.jsonl --out-dir $(DATA_DIR)/eval $(ARGS)
+data-eval-released: venv  ## the same four as the released eval read them (Gen-Verse/Open-AgentRL-Eval; `make eval` grades them as released) → $(DATA_DIR)/eval_released/<name>.parquet
+	$(AGENTRL) data eval-sets --released Gen-Verse/Open-AgentRL-Eval --out-dir $(DATA_DIR)/eval_released $(ARGS)
 data-rl-mix: data-eval-sets  ## DAPO + Skywork-OR1 (4902 math, 3586 code) + MegaScience (3000), decontaminated → rl/train.parquet
 	$(AGENTRL) data rl-mix --dapo BytedTsinghua-SIA/DAPO-Math-17k --skywork-math Skywork/Skywork-OR1-RL-Data:math \
 	  --skywork-code Skywork/Skywork-OR1-RL-Data:code --megascience MegaScience/MegaScience \

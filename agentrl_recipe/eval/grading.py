@@ -1,9 +1,16 @@
-"""Grade one eval sample with the benchmark's own rule: strict last ``\\boxed{}`` for AIME (paper), boxed option letter
-for GPQA, LiveCodeBench's harness rules for code (:mod:`agentrl_recipe.eval.lcb`).
+"""Grade one eval sample under the run's protocol (``EvalConfig.compat``).
 
-Math/GPQA go through the training scorer (``rewards.scoring.compute_score``) so eval and RL agree on what "correct"
-means; only its accuracy is used (no tool bonus, no overlong shaping — those are training rewards, not metrics). Code
-does not use the training reward (fraction of tests passed) but LCB's all-tests-pass rule with its 6 s per test.
+``open_agentrl`` (default): the released eval. AIME and GPQA were scored by verl's validation with the training
+reward (recipe/demystify/eval/eval_qwen3_4b_aime_gpqa.sh:96-97 ``custom_reward_function`` = reward.py
+``compute_score``; README "You can observe the average@32 ... from your wandb project"): a sample is correct when that
+reward's ``acc`` is, the strict last ``\\boxed{}`` of the whole decoded response against the ground truth as stored.
+LiveCodeBench rollouts were dumped and graded by "the official evaluation process ... in LiveCodeBench" (README,
+eval_qwen3_4b_livecodebench.sh), not by ``code_math.py``: LiveCodeBench's rules (:mod:`agentrl_recipe.eval.lcb`),
+here on the final assistant message's program, ``lcb_timeout_s`` per test (LCB: 6 s).
+
+``agentrl``: ours. Math/GPQA through the same strict scorer with the ground truth normalized (a one-element list
+answer graded as its element), code by LiveCodeBench's rules as above. Only accuracy is used either way (no tool
+bonus, no overlong shaping — training rewards, not metrics).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from typing import Any
 
 from agentrl_recipe import tasks
 from agentrl_recipe.eval import lcb
+from agentrl_recipe.training.compat import check_mode
 
 
 @dataclass
@@ -43,11 +51,15 @@ async def agrade_sample(
     response_text: str,
     messages: list[dict[str, Any]] | None = None,
     *,
+    compat: str,
     sandbox: Any = None,
     lcb_timeout_s: float = lcb.LCB_TIMEOUT_S,
 ) -> SampleGrade:
-    """Grade one trajectory with its task kind's ``eval_grader`` (:mod:`agentrl_recipe.tasks`). ``response_text`` is
-    the decoded response (all turns, as the training scorer sees it)."""
+    """Grade one trajectory: AIME/GPQA by the released reward under ``compat`` open_agentrl, else its task kind's
+    ``eval_grader`` (:mod:`agentrl_recipe.tasks`). ``response_text`` is the decoded response (all turns, as the
+    training scorer sees it)."""
+    if check_mode(compat, where="EvalConfig.compat") == "open_agentrl" and task != "code":
+        return await agrade_released_sample(data_source, ground_truth, response_text)
     grader = tasks.load(tasks.by_name(task).eval_grader)
     return await grader(
         data_source, ground_truth, response_text, messages, sandbox=sandbox, lcb_timeout_s=lcb_timeout_s
@@ -98,4 +110,21 @@ async def agrade_answer_sample(
         final_answer=None if pred in (None, "") else str(pred),
         infra_failure=False,
         detail={"scorer_score": result.get("score")},
+    )
+
+
+async def agrade_released_sample(data_source: str, ground_truth: Any, response_text: str) -> SampleGrade:
+    """The released validation's grade of an AIME/GPQA sample: the training reward's ``acc`` under ``compat:
+    open_agentrl`` (strict last ``\\boxed{}`` of the whole response, the ground truth as published)."""
+    from agentrl_recipe.training.rewards.scoring import acompute_score  # imports verl: loaded when a sample is graded
+
+    result = await acompute_score(data_source, response_text, ground_truth, ground_truth_form="published")
+    correct = bool(result.get("acc"))
+    pred = result.get("pred")
+    return SampleGrade(
+        correct=correct,
+        score=1.0 if correct else 0.0,
+        final_answer=None if pred in (None, "") else str(pred),
+        infra_failure=False,
+        detail={"scorer_score": result.get("score"), "grader": "open_agentrl"},
     )

@@ -13,7 +13,10 @@ here", a malformed call ending the trajectory, no newline before a tool turn, it
 timeout), which the published checkpoints were trained and evaluated with ([code] recipe/demystify/eval/*.sh run verl's
 validation on the training stack).
 ``agentrl`` (``--compat agentrl``) evaluates with this recipe's fixes, e.g. a model trained by a ``*_fixed`` config.
-Grading is the eval's own either way (math/GPQA exact match, LiveCodeBench's rules).
+``compat`` picks the grader too (:mod:`agentrl_recipe.eval.grading`): open_agentrl the released eval's (AIME/GPQA by
+its reward's ``acc``, the ground truth as published; LCB by LiveCodeBench's official rules, as its README says the
+paper's LCB numbers were graded), agentrl ours (the ground truth normalized). The released protocol ran on the
+Open-AgentRL-Eval files (``agentrl-recipe data eval-sets --released``, ``make data-eval-released``).
 """
 
 from __future__ import annotations

@@ -52,7 +52,11 @@ def token_fields(traj: Trajectory) -> dict[str, Any]:
 
 
 async def grade_items(
-    items: Sequence[tuple[EvalProblem, str, list[dict[str, Any]] | None]], *, sandbox: Any, lcb_timeout_s: float
+    items: Sequence[tuple[EvalProblem, str, list[dict[str, Any]] | None]],
+    *,
+    compat: str,
+    sandbox: Any,
+    lcb_timeout_s: float,
 ) -> list[SampleGrade]:
     """Grade (problem, response text, messages) items concurrently (bounded by GRADE_CONCURRENCY)."""
     sem = asyncio.Semaphore(GRADE_CONCURRENCY)
@@ -65,6 +69,7 @@ async def grade_items(
                 problem.ground_truth,
                 text,
                 messages,
+                compat=compat,
                 sandbox=sandbox,
                 lcb_timeout_s=lcb_timeout_s,
             )
@@ -73,7 +78,7 @@ async def grade_items(
 
 
 async def regrade_infra_failures(
-    dump: RolloutDump, problems: Sequence[EvalProblem], *, sandbox: Any, lcb_timeout_s: float
+    dump: RolloutDump, problems: Sequence[EvalProblem], *, compat: str, sandbox: Any, lcb_timeout_s: float
 ) -> int:
     """Re-grade dumped samples whose grading hit a sandbox infra_error; appends the new records. Returns how many."""
     by_id = {p.prompt_id: p for p in problems}
@@ -82,6 +87,7 @@ async def regrade_infra_failures(
         return 0
     grades = await grade_items(
         [(by_id[r["prompt_id"]], r["response"], r.get("messages")) for r in stale],
+        compat=compat,
         sandbox=sandbox,
         lcb_timeout_s=lcb_timeout_s,
     )

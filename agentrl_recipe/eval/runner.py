@@ -200,6 +200,7 @@ async def _generate_and_grade(
         problems_of = _matched(batch, trajectories)
         grades = await grade_items(
             [(p, t.response, t.messages) for p, t in zip(problems_of, trajectories, strict=True)],
+            compat=cfg.compat,
             sandbox=sandbox,
             lcb_timeout_s=cfg.lcb_timeout_s,
         )
@@ -235,7 +236,9 @@ async def arun_eval(
         # The tool builds its sandbox from the same overrides, so grading shares the rollout's pool.
         sandbox = get_sandbox(SandboxConfig.from_dict(cfg.sandbox))
     dump = RolloutDump(out / DUMP_FILE)
-    regraded = await regrade_infra_failures(dump, problems, sandbox=sandbox, lcb_timeout_s=cfg.lcb_timeout_s)
+    regraded = await regrade_infra_failures(
+        dump, problems, compat=cfg.compat, sandbox=sandbox, lcb_timeout_s=cfg.lcb_timeout_s
+    )
     if regraded:
         logger.info("re-graded %d samples whose grading had hit a sandbox infra_error", regraded)
     work = pending_samples(problems, dump.load(), cfg.n_samples)

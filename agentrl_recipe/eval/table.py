@@ -46,6 +46,19 @@ def model_label(report: dict[str, Any]) -> str:
     return str(p.get("label") or p.get("model") or "model")
 
 
+def grading_line(p: dict[str, Any]) -> str:
+    """Which protocol graded the run (``compat``): the released eval's or ours."""
+    if p.get("compat") == "open_agentrl":
+        return (
+            "open_agentrl (the released eval: its tool behaviour; AIME/GPQA by its reward's acc, the whole response's "
+            f"last \\boxed{{}}; LCB by LiveCodeBench's rules, {p.get('lcb_timeout_s')} s/test)"
+        )
+    return (
+        f"{p.get('compat')} (ours: our tool fixes; AIME/GPQA strict \\boxed{{}}, ground truth normalized; LCB by "
+        f"LiveCodeBench's rules, {p.get('lcb_timeout_s')} s/test)"
+    )
+
+
 def protocol_line(p: dict[str, Any]) -> str:
     """One sentence stating the protocol, printed above every table."""
     return (
@@ -53,8 +66,7 @@ def protocol_line(p: dict[str, Any]) -> str:
         f"top_p={p.get('top_p')}, max_prompt_length={p.get('max_prompt_length')}, "
         f"max_response_length={p.get('max_response_length')}, turns≤{p.get('max_assistant_turns')}, "
         f"tool output≤{p.get('max_tool_response_length')} chars, tool timeout {p.get('tool_timeout_s')} s, "
-        f"LCB {p.get('lcb_timeout_s')} s/test, seed={p.get('seed')}, compat={p.get('compat')} (tool behaviour). "
-        "AIME/GPQA: avg@k; LCB: pass@1 (all tests pass). "
+        f"seed={p.get('seed')}, protocol {grading_line(p)}. AIME/GPQA: avg@k; LCB: pass@1 (all tests pass). "
         f"Brackets: {round(100 * float(p.get('confidence', 0.95)))}% bootstrap CI over problems."
     )
 

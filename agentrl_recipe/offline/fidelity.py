@@ -79,10 +79,12 @@ BEHAVIOUR_ROWS = (
     Row(
         "eval:compat",
         "–",
-        "eval = validation on the training stack: the released tool behaviour",
+        "eval = validation on the training stack on Open-AgentRL-Eval: the released tool behaviour, AIME/GPQA by the "
+        "reward's acc; LCB rollouts graded by the official LiveCodeBench harness (README)",
         "recipe/demystify/eval/eval_qwen3_4b_aime_gpqa.sh:122",
         "open_agentrl",
-        "`agentrl-recipe eval run --compat` (EvalConfig.compat), printed in table.md; agentrl: our fixes",
+        "`agentrl-recipe eval run --compat` (EvalConfig.compat): tool behaviour and grading, named in table.md; the "
+        "files: `make data-eval-released`; agentrl: our fixes, the ground truth normalized",
     ),
 )
 

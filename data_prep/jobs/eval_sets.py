@@ -1,7 +1,8 @@
 """The paper's eval sets → verl RL parquet: AIME24 (30), AIME25 (30), GPQA-Diamond (198), LiveCodeBench v6 (175).
 
-Each source is either the upstream benchmark or the Open-AgentRL-Eval file (detected by its columns); prompts are the
-original's map_fn / map_fn_gpqa / map_lcb texts. GPQA options are shuffled with a fixed seed per question and the gold
+Each source is either the upstream benchmark or the Open-AgentRL-Eval file (detected by its columns; ``--released``
+takes all four from that dataset, as the released eval scripts did); prompts are the original's map_fn /
+map_fn_gpqa / map_lcb texts. GPQA options are shuffled with a fixed seed per question and the gold
 letter becomes the ground truth. LiveCodeBench tests (public + private, the private ones base64/zlib/pickled in the
 release) are decoded into the project's code-test JSON string. Writes ``<name>.parquet`` per benchmark (every
 ``ground_truth`` is a string, so verl can take them together in one ``val_files`` list), rejects and a stats report.
@@ -20,7 +21,7 @@ from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_parquet
 from data_prep import prompts, standalone
 from data_prep.eval_lcb import make_lcb_converter
-from data_prep.files import earlier_report, fingerprint, load_source, mark_done, source_fingerprint
+from data_prep.files import earlier_report, fingerprint, is_local_source, load_source, mark_done, source_fingerprint
 from data_prep.rows import ConvertError, convert_rows, rl_row, text_field
 from data_prep.sink import RowSink
 from data_prep.stats import plot_length_histogram, write_report
@@ -33,6 +34,15 @@ HUB_SOURCES = {
     names.DS_LCB_V6: "hf://datasets/livecodebench/code_generation_lite/test6.jsonl",
 }
 EVAL_VERSION = 1
+# Open-AgentRL-Eval, as the released eval scripts read it (eval_qwen3_4b_aime_gpqa.sh:6-8,
+# eval_qwen3_4b_livecodebench.sh:6): `--released <folder | hub id>` takes each benchmark from there
+RELEASED_HUB_ID = "Gen-Verse/Open-AgentRL-Eval"
+RELEASED_FILES = {
+    "aime24": "aime2024/aime_2024_problems.parquet",
+    "aime25": "aime2025/aime_2025_problems.parquet",
+    "gpqa": "gpqa-diamond/gpqa_diamond.parquet",
+    "lcb": "livecodebench-v6/lcb_v6_2502_2505.parquet",
+}
 
 
 # ----------------------------------------------------------------------------------------------- AIME
@@ -103,7 +113,17 @@ def make_gpqa_converter(seed: int) -> Callable[[dict], dict]:
 
 
 # ----------------------------------------------------------------------------------------------- driver
+def released_sources(root: str) -> dict[str, str]:
+    """The four Open-AgentRL-Eval files under ``root``: a local copy of the dataset, or its hub id."""
+    if is_local_source(root):
+        return {flag: str(Path(root) / rel) for flag, rel in RELEASED_FILES.items()}
+    return {flag: f"hf://datasets/{root}/{rel}" for flag, rel in RELEASED_FILES.items()}
+
+
 def build_eval_sets(args: argparse.Namespace) -> dict[str, Any]:
+    if getattr(args, "released", None):  # the released eval's files; a benchmark flag given too wins
+        for flag, source in released_sources(args.released).items():
+            setattr(args, flag, getattr(args, flag) or source)
     out_dir = Path(args.out_dir)
     specs = {
         names.DS_AIME24: (args.aime24, convert_aime24, None),
@@ -178,6 +198,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lcb-start", metavar="YYYY-MM-DD", help="keep LCB problems with contest_date >= this")
     parser.add_argument("--lcb-end", metavar="YYYY-MM-DD", help="keep LCB problems with contest_date <= this")
+    parser.add_argument(
+        "--released",
+        metavar="SOURCE",
+        help=f"the released eval's files: a local {RELEASED_HUB_ID} folder or the hub id (what `eval run --compat "
+        "open_agentrl` grades as the paper's numbers were graded: GPQA options as the file renders them, LCB on its "
+        "public tests)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="GPQA option-shuffle seed (default 0)")
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--force", action="store_true")

@@ -108,3 +108,36 @@ def test_open_agentrl_eval_flavours(data_dir: Path, tmp_path: Path, parse_args) 
     assert lcb["extra_info"]["source_id"] == "abc401_a"
     again = prep_eval.build_eval_sets(args)  # up to date: skipped, same report
     assert again["total_written"] == 2
+
+
+def test_the_released_eval_files_by_their_release_paths(data_dir: Path, tmp_path: Path, parse_args, capsys) -> None:
+    """Issue 45 item 8: `--released <Open-AgentRL-Eval>` reads the four files the released eval scripts name
+    (eval_qwen3_4b_aime_gpqa.sh:6-8, eval_qwen3_4b_livecodebench.sh:6) from a local copy laid out as the release."""
+    import pyarrow as pa
+
+    release = tmp_path / "Open-AgentRL-Eval"
+    sources = {
+        "aime24": ("aime_2024.jsonl", "AIME2024"),
+        "aime25": ("aime_2025.jsonl", "AIME2025"),
+        "gpqa": ("open_agentrl_gpqa_diamond.jsonl", None),
+        "lcb": ("open_agentrl_lcb_v6.jsonl", None),
+    }
+    for flag, (fixture, label) in sources.items():
+        path = release / prep_eval.RELEASED_FILES[flag]
+        path.parent.mkdir(parents=True)
+        rows = read_local_file(data_dir / fixture)
+        rows = [{"data_source": label, **row} for row in rows] if label else rows
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    assert prep_eval.released_sources("Gen-Verse/Open-AgentRL-Eval")["lcb"] == (
+        "hf://datasets/Gen-Verse/Open-AgentRL-Eval/livecodebench-v6/lcb_v6_2502_2505.parquet"
+    )
+    out = tmp_path / "eval_released"
+    assert prep_eval.main(parse_args(prep_eval, ["--released", str(release), "--out-dir", str(out)])) == 0
+    assert "aime2024           written=2 (paper 30) rejected=0" in capsys.readouterr().out
+    written = {k: v["written"] for k, v in json.loads((out / "eval.stats.json").read_text())["benchmarks"].items()}
+    assert written == {names.DS_AIME24: 2, names.DS_AIME25: 2, names.DS_GPQA: 1, names.DS_LCB_V6: 1}
+    gpqa = pq.read_table(out / "gpqa_diamond.parquet").to_pylist()[0]
+    assert gpqa["reward_model"]["ground_truth"] == "C"  # the file's own letter, no shuffle of ours
+    assert "(C) triphenyleno[1,2-c:5,6-c':9,10-c'']trifuran" in gpqa["prompt"][0]["content"]
+    lcb = pq.read_table(out / "livecodebench_v6.parquet").to_pylist()[0]
+    assert json.loads(lcb["reward_model"]["ground_truth"])["inputs"] == ["1 2\n"]  # the file's (public) tests

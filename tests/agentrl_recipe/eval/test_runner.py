@@ -90,7 +90,7 @@ def test_full_run_writes_records_report_plots_and_table(eval_parquet: Path, tmp_
     assert all((tmp_path / f).stat().st_size > 1000 for f in PLOTS)
     table = (tmp_path / "table.md").read_text()
     assert "| model | AIME24 | AIME25 | GPQA-D | LCB-v6 |" in table
-    assert "compat=open_agentrl (tool behaviour)" in table
+    assert "protocol open_agentrl (the released eval: its tool behaviour; AIME/GPQA by its reward's acc" in table
     assert "| scripted | 50.0 [" in table and "DemyAgent-4B (paper Table 2) | 72.6 | 70.0 | 58.5 | 26.8 |" in table
     assert gen.closed is False  # a generator passed in belongs to the caller
 
