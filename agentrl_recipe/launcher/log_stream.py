@@ -1,4 +1,5 @@
-"""What a launch shows of its trainer's output: every line, except verl's config dump and the repeats of a warning.
+"""What a launch shows of its trainer's output: every line, except verl's config dump and the repeats of a warning
+or of a multi-line JSON object (the tool schemas verl's dataset prints each time one is built).
 
 verl's ``main_ppo`` pprints the whole composed config (~1,000 lines for the CPU config) and its SFT trainer prints it
 as one line of ~20,000 characters; each Ray worker repeats the same library warnings. The launcher passes the
@@ -29,6 +30,10 @@ TIMES_AND_NUMBERS = re.compile(r"\d+")
 RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")  # Ray's own dedup suffix: the same warning
 CONFIG_DUMP_START = "{'"  # pprint / print of a DictConfig: {'actor_rollout_ref': {...
 CONFIG_DUMP_MIN_CHARS = 2000  # a short dict on its own line is output, not a dump
+# A JSON object printed over several lines ("{" alone, ..., "}" alone): verl's dataset prints the tool schemas each
+# time one is built (the train set, the val set, every agent-loop worker: 20 lines each). A repeat is hidden.
+BLOCK_START, BLOCK_END = "{", "}"
+BLOCK_MAX_LINES = 200  # a block longer than this is shown as it comes (output must not wait on a stray brace)
 LOG_FILE = "launch.log"
 CONFIG_FILE = "verl_config.txt"
 
@@ -69,6 +74,9 @@ class LogStream:
         self._dump: list[str] = []  # the config dump being collected
         self._dump_who: str | None = None
         self._dropped_last = False  # the last line was a hidden repeat: its indented continuation goes too
+        self._block: list[tuple[str, str]] = []  # a multi-line JSON object being collected: (line, content)
+        self._block_who = ""
+        self.seen_blocks: set[tuple[str, ...]] = set()
 
     def feed(self, chunk: bytes) -> None:
         self._log.write(chunk)
@@ -94,6 +102,16 @@ class LogStream:
                 self._dump.append(text)
                 return
             self._end_dump()
+        if self._block:
+            if who == self._block_who and len(self._block) < BLOCK_MAX_LINES:
+                self._block.append((text, content))
+                if content.rstrip() == BLOCK_END:
+                    self._end_block(repeat_only=True)
+                return
+            self._end_block(repeat_only=False)
+        if content.rstrip() == BLOCK_START and not head:
+            self._block, self._block_who = [(text, content)], who
+            return
         if content.startswith(CONFIG_DUMP_START) and not is_error(content):
             self._write(head + b"\r" if head else b"")
             self._dump, self._dump_who = [text], who
@@ -111,6 +129,17 @@ class LogStream:
             self.seen.add(key)
         self._write(line[shown:] + b"\n")
 
+    def _end_block(self, *, repeat_only: bool) -> None:
+        """Show the collected block, or count it as a repeat when a complete copy of it was shown before."""
+        lines, self._block = self._block, []
+        key = tuple(content for _, content in lines)
+        if repeat_only and key in self.seen_blocks and not any(is_error(content) for content in key):
+            self.repeats["block"] += len(lines)
+            return
+        if repeat_only:
+            self.seen_blocks.add(key)
+        self._write("".join(text + "\n" for text, _ in lines).encode())
+
     def _end_dump(self) -> None:
         lines, self._dump, self._dump_who = self._dump, [], None
         if sum(len(x) for x in lines) < CONFIG_DUMP_MIN_CHARS:  # not a dump: show it
@@ -127,11 +156,13 @@ class LogStream:
             self._pending = b""
         if self._dump_who is not None:
             self._end_dump()
+        if self._block:
+            self._end_block(repeat_only=False)
         self._log.close()
         hidden = sum(self.repeats.values())
         if not hidden:
             return None
-        return f"{hidden} repeated warning lines not shown (first copies are); full output: {self.log_path}"
+        return f"{hidden} repeated warning and schema lines not shown (first copies are); full output: {self.log_path}"
 
     def _write(self, data: bytes) -> None:
         if data:

@@ -38,7 +38,9 @@ def test_a_warning_is_shown_once_and_its_repeats_counted(tmp_path: Path) -> None
     assert sum("warnings.warn" in x for x in out) == 1  # the repeat's source line goes with it
     assert sum("target_num_threads" in x for x in out) == 1
     assert [x for x in out if "step:" in x] == [f"{WORKER.format(pid=p)}step:{p}" for p in (1, 2, 3)]
-    assert summary == f"7 repeated warning lines not shown (first copies are); full output: {tmp_path}/launch.log"
+    assert summary == (
+        f"7 repeated warning and schema lines not shown (first copies are); full output: {tmp_path}/launch.log"
+    )
     assert (tmp_path / "launch.log").read_text() == "\n".join(lines) + "\n"  # everything, unfiltered
 
 
@@ -74,3 +76,25 @@ def test_verbose_shows_everything(tmp_path: Path) -> None:
     lines = [*DUMP, f"{TASK}{ENGINE}", f"{TASK}{ENGINE}"]
     out, summary = shown(["\n".join(lines) + "\n"], tmp_path, raw=True)
     assert len(out) == len(lines) and summary is None
+
+
+SCHEMA = ["{", '  "type": "function",', '  "function": {', '    "name": "code_interpreter"', "  }", "}"]
+
+
+def test_a_json_object_printed_again_is_shown_once(tmp_path: Path) -> None:
+    """verl's dataset prints the tool schemas each time one is built: train set, val set, every agent-loop worker."""
+    task = [f"{TASK}{x}" for x in ["Using dataset class: AgentRLDataset", *SCHEMA, "dataset len: 64"]]
+    worker = [f"{WORKER.format(pid=7)}{x}" for x in SCHEMA]
+    other = [f"{TASK}{x}" for x in ["{", '  "type": "other"', "}"]]
+    broken = [f"{TASK}{{", f"{TASK}  ValueError: in a schema", f"{TASK}}}"]  # never hidden, even repeated
+    out, summary = shown(["\n".join([*task, *task[1:-1], *worker, *other, *broken, *broken]) + "\n"], tmp_path)
+    assert out == [*task, *other, *broken, *broken]  # the second copy and the worker's copy are hidden
+    assert summary == (
+        f"12 repeated warning and schema lines not shown (first copies are); full output: {tmp_path}/launch.log"
+    )
+
+
+def test_an_unfinished_or_interrupted_json_object_is_shown(tmp_path: Path) -> None:
+    interrupted = [f"{TASK}{{", f'{TASK}  "a": 1,', f"{WORKER.format(pid=3)}step:1", f'{TASK}  "b": 2', f"{TASK}}}"]
+    out, summary = shown(["\n".join([*interrupted, *interrupted[:2]]) + "\n"], tmp_path)
+    assert out == [*interrupted, *interrupted[:2]] and summary is None
