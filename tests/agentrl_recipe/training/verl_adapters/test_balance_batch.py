@@ -11,6 +11,7 @@ import random
 from types import SimpleNamespace
 
 import pytest
+from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
 from agentrl_recipe.training.algos import partition
@@ -46,23 +47,19 @@ def means(members: list[list[int]]) -> list[float]:
     return [round(sum(LENGTHS[i] for i in m) / len(m), 1) for m in members]
 
 
-class FakeBatch:
-    """What ``_balance_batch`` reads of verl's KVBatchMeta: its tags, its length, and ``reorder``."""
+def step_batch(lengths: list[int]) -> KVBatchMeta:
+    """verl's own batch handle (TransferQueue's KVBatchMeta): keys name the trajectories, tags carry seq_len."""
+    return KVBatchMeta(
+        partition_id="train", keys=[str(i) for i in range(len(lengths))], tags=[{"seq_len": n} for n in lengths]
+    )
 
-    def __init__(self, lengths: list[int]) -> None:
-        self.tags = [{"seq_len": n} for n in lengths]
-        self.order: list[int] | None = None
 
-    def __len__(self) -> int:
-        return len(self.tags)
-
-    def reorder(self, order: list[int]) -> None:
-        self.order = list(order)
-        self.tags = [self.tags[i] for i in order]
+def order_of(batch: KVBatchMeta) -> list[int]:
+    return [int(key) for key in batch.keys]
 
 
 class FakeTrainer:
-    """The members verl's ``_balance_batch`` reads, for 8 actor workers in 2 data-parallel groups."""
+    """The members of a trainer verl's ``_balance_batch`` reads: 8 actor workers in 2 data-parallel groups."""
 
     def __init__(self) -> None:
         ranks = [r // (WORLD // DP) for r in range(WORLD)]  # each worker's data-parallel rank
@@ -84,21 +81,20 @@ def test_the_released_order_gives_the_released_memberships() -> None:
 
 def test_verls_own_method_gives_the_verl_order() -> None:
     """Our model of verl 0.9.1's side is verl's method itself, run on the same lengths."""
-    batch = FakeBatch(LENGTHS)
-    PPOTrainer._balance_batch(FakeTrainer(), batch, metrics={})
-    assert batch.order == partition.verl_order(LENGTHS, DP)
+    batch = PPOTrainer._balance_batch(FakeTrainer(), step_batch(LENGTHS), metrics={})
+    assert order_of(batch) == partition.verl_order(LENGTHS, DP)
 
 
 def test_installed_on_one_trainer_it_reorders_as_released_and_leaves_the_class_alone() -> None:
     trainer, other = FakeTrainer(), FakeTrainer()
     balance_batch.install(trainer, "released")
     assert (balance_batch.installed(trainer), balance_batch.installed(other)) == ("released", "verl")
-    batch, metrics = FakeBatch(LENGTHS), {}
+    batch, metrics = step_batch(LENGTHS), {}
     assert trainer._balance_batch(batch, metrics=metrics) is batch
-    assert partition.update_members(batch.order, DP, UPDATES) == partition.update_members(
+    assert partition.update_members(order_of(batch), DP, UPDATES) == partition.update_members(
         partition.released_order(LENGTHS, WORLD), DP, UPDATES
     )
-    per_rank = [sum(LENGTHS[i] for i in batch.order[k * 128 : (k + 1) * 128]) for k in range(WORLD)]
+    per_rank = [sum(LENGTHS[i] for i in order_of(batch)[k * 128 : (k + 1) * 128]) for k in range(WORLD)]
     balanced = (metrics["global_seqlen/balanced_min"], metrics["global_seqlen/balanced_max"])
     assert balanced == (min(per_rank), max(per_rank)) == (1084561, 1084562)  # 8 partitions, within one token
     assert "_balance_batch" not in vars(other) and PPOTrainer.__dict__["_balance_batch"] is not trainer._balance_batch
