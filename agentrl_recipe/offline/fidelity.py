@@ -337,6 +337,23 @@ STACK_ROWS = (
         "the count); _fixed: dropped at load, counted per reason",
     ),
     Row(
+        "agentrl.sandbox.memory_mb",
+        "–",
+        "2048 MB per call; SandboxFusion images from 2025-06-17 also set the stack limit to it (deep recursion runs), "
+        "the 2025-06-09 image did not; which one the run used is not recorded",
+        "bytedance/SandboxFusion sandbox/runners/base.py:135",
+        2048,
+        "the stack keeps the inherited limit (8 MiB as shipped: deep recursion segfaults, as on the 2025-06-09 image)",
+    ),
+    Row(
+        "actor_rollout_ref.rollout.max_num_seqs",
+        "–",
+        "1024 (verl 0.5's default)",
+        "verl/trainer/config/ppo_trainer.yaml:59",
+        256,
+        "verl 0.9.1's default: how many sequences vLLM batches at once, performance only",
+    ),
+    Row(
         "agentrl.infra_guard.max_rate",
         "–",
         "none (trained on whatever the sandbox returned)",
