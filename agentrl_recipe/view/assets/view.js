@@ -160,7 +160,8 @@ function setupFilters() {
   fillSelect("f-source", uniq((t) => [t.source]));
   fillSelect("f-status", uniq((t) => t.statuses));
   fillSelect("f-flag", uniq((t) => t.flags.concat(t.masked ? ["masked"] : [])));
-  for (const id of ["f-run", "f-step", "f-source", "f-correct", "f-rmin", "f-rmax", "f-status", "f-flag"]) {
+  if (DATA.lazy) F("f-detail").parentElement.hidden = true;  // --serve reads every trajectory's turns
+  for (const id of ["f-run", "f-step", "f-source", "f-correct", "f-rmin", "f-rmax", "f-status", "f-flag", "f-detail"]) {
     F(id).addEventListener(id.startsWith("f-r") && id !== "f-run" ? "input" : "change", renderList);
   }
 }
@@ -174,6 +175,7 @@ function matches(t) {
   if (v("f-rmax") !== "" && !(t.reward <= Number(v("f-rmax")))) return false;
   if (v("f-status") && !t.statuses.includes(v("f-status"))) return false;
   if (v("f-flag") && !(t.flags.includes(v("f-flag")) || (v("f-flag") === "masked" && t.masked))) return false;
+  if (F("f-detail").checked && !DATA.lazy && !DATA.details[t.id]) return false;
   return true;
 }
 function renderList() {
@@ -181,7 +183,8 @@ function renderList() {
   const rows = [];
   for (const t of TRAJ) {
     if (!matches(t)) continue;
-    const tr = el("tr", { "data-id": t.id }, el("td", {}, t.run), el("td", {}, t.step), el("td", {}, t.source),
+    const embedded = DATA.lazy || DATA.details[t.id];
+    const tr = el("tr", { "data-id": t.id, class: embedded ? "" : "nodetail" }, el("td", {}, t.run), el("td", {}, t.step), el("td", {}, t.source),
       el("td", {}, t.prompt), el("td", { class: t.correct === true ? "ok" : t.correct === false ? "bad" : "unk" }, answer(t.correct)),
       el("td", {}, fmt(t.reward)), el("td", {}, t.tool_calls), el("td", {}, t.statuses.join(" ")),
       el("td", {}, t.flags.join(" ")), el("td", {}, t.masked ? t.mask_flags.join(" ") || "yes" : ""));

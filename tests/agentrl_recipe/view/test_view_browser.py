@@ -196,6 +196,21 @@ def test_a_1024_trajectory_step_lists_in_under_a_second(browser, tmp_path: Path)
     assert ms[0] < LIST_BUDGET_MS
 
 
+def test_with_turns_only_lists_the_embedded_trajectories(browser, tmp_path: Path) -> None:
+    rows = [training_record(1, i, calls=1, acc=True, pad="x" * 20_000) for i in range(40)]
+    write_jsonl(tmp_path / "run" / "trajectories" / "step_000001.jsonl", rows)
+    page, data = build_page(tmp_path / "run", tmp_path / "page.html", budget_bytes=300_000)
+    embedded = set(data["details"])
+    assert 0 < len(embedded) < 40
+    _open(browser, page.as_uri())
+    browser.find_element("css selector", "#tabs button[data-view=list]").click()
+    grey = {r.get_attribute("data-id") for r in browser.find_elements("css selector", "#list tbody tr.nodetail")}
+    assert len(grey) == 40 - len(embedded) and not grey & embedded
+    browser.find_element("id", "f-detail").click()
+    listed = {r.get_attribute("data-id") for r in browser.find_elements("css selector", "#list tbody tr")}
+    assert listed == embedded
+
+
 def test_serve_reads_details_lazily(browser) -> None:
     server = make_server(discover(DEMO_FAST), 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
