@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 DURATIONS = REPO / "tests" / "durations.json"
 GOALS_S = {"test": 720.0, "test-fast": 180.0}
 SLOWEST = 15
+RECORD_MAX_LOAD = 1.5  # per CPU: above it, the durations say more about the other work than about the suite
+SLOW_TEST_S = 20.0  # tests/suite_order.py marks a test measured over this slow (out of `make test-fast`)
 _DURATION = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(\S+)")
 _SUMMARY = re.compile(r"^=+ (.*) in ([0-9.]+)s(?: \([0-9:]+\))? =+$")
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
@@ -60,9 +62,17 @@ def parse(output: str) -> tuple[list[tuple[float, str, str]], float | None, dict
     return sorted(durations, reverse=True), wall, counts
 
 
-def per_file(durations: list[tuple[float, str, str]]) -> dict[str, float]:
-    files: dict[str, float] = collections.defaultdict(float)
+def per_test(durations: list[tuple[float, str, str]]) -> dict[str, float]:
+    """Seconds per test, its setup, call and teardown together (a module fixture counts for the test that set it up)."""
+    tests: dict[str, float] = collections.defaultdict(float)
     for seconds, _, test in durations:
+        tests[test] += seconds
+    return dict(tests)
+
+
+def per_file(tests: dict[str, float]) -> dict[str, float]:
+    files: dict[str, float] = collections.defaultdict(float)
+    for test, seconds in tests.items():
         files[test.split("::", 1)[0]] += seconds
     return dict(files)
 
@@ -77,22 +87,30 @@ def shared_builds(basetemp: Path) -> dict[str, dict]:
     return records
 
 
-def record(files: dict[str, float], builds: dict[str, dict], machine: str) -> None:
-    """Merge this run's per-file seconds into tests/durations.json. A shared build is taken out of the file whose test
-    paid for it and kept apart (tests/suite_order.py charges it to the first worker that needs it)."""
+def record(tests: dict[str, float], builds: dict[str, dict], machine: str) -> None:
+    """Merge this run's seconds into tests/durations.json: per file (the order), and the tests over SLOW_TEST_S (marked
+    slow). A shared build is taken out of the test that paid for it and kept apart (tests/suite_order.py charges it to
+    the first worker that needs it)."""
     old = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    merged, build_s = dict(old.get("files", {})), dict(old.get("builds_s", {}))
+    merged, build_s, slow = dict(old.get("files", {})), dict(old.get("builds_s", {})), dict(old.get("slow_tests", {}))
+    tests = dict(tests)
     for name, build in builds.items():
-        paid_by = build["test"].split("::", 1)[0]
-        if paid_by in files:
-            files[paid_by] = max(0.0, files[paid_by] - build["seconds"])
+        paid_by = build["test"].rsplit(" (", 1)[0]  # PYTEST_CURRENT_TEST: "<nodeid> (setup)"
+        if paid_by in tests:
+            tests[paid_by] = max(0.0, tests[paid_by] - build["seconds"])
         build_s[name] = round(build["seconds"], 1)
+    for test, seconds in tests.items():
+        slow.pop(test, None)
+        if seconds >= SLOW_TEST_S:
+            slow[test] = round(seconds, 1)
+    files = per_file(tests)
     merged.update({path: round(seconds, 1) for path, seconds in files.items()})
     result = {
         "about": "seconds per test file on the 2-core machine (python benchmarks/test_suite.py --record)",
         "machine": machine,
         "builds_s": build_s,
         "files": dict(sorted(merged.items(), key=lambda item: -item[1])),
+        "slow_tests": dict(sorted(slow.items(), key=lambda item: -item[1])),
     }
     DURATIONS.write_text(json.dumps(result, indent=1) + "\n")
 
@@ -174,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the {SLOWEST} slowest:")
     for seconds, phase, test in durations[:SLOWEST]:
         print(f"  {seconds:8.2f}s {phase:<8} {test}")
-    if args.record and returncode == 0 and durations:
-        record(per_file(durations), builds, f"{os.cpu_count()} CPUs, load before {load_before[0]:.1f}")
+    busy = max(load_before[1], load_after[1]) > RECORD_MAX_LOAD * (os.cpu_count() or 1)
+    if args.record and busy:
+        print(f"not recorded: the 5-min load was above {RECORD_MAX_LOAD} per CPU (other work skews every duration)")
+    elif args.record and returncode == 0 and durations:
+        record(per_test(durations), builds, f"{os.cpu_count()} CPUs, load before {load_before[0]:.1f}")
         print(f"recorded {DURATIONS.relative_to(REPO)}")
     return returncode
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE
-from suite_order import file_order, mark_engine_tests
+from suite_order import file_order, mark_slow_tests
 
 # Set before any sandbox starts: the escape tests check that the sandbox never sees the host's environment.
 os.environ[HOST_SECRET_ENV] = HOST_SECRET_VALUE
@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # the same in every worker: same collection
     rank = {path: i for i, path in enumerate(file_order(items, workers))}
     items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])  # stable: a file's tests keep their order
-    mark_engine_tests(items)
+    mark_slow_tests(items)
     try:
         import torch  # absent where agentrl_sandbox is tested on its own (a venv with the sandbox only)
     except ImportError:

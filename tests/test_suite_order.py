@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from shared_session import CACHE_ENV, built_once, content_key
-from suite_order import SHORT_S, UNRECORDED_S, file_order, mark_engine_tests
+from suite_order import SHORT_S, SLOW_TEST_S, UNRECORDED_S, file_order, mark_slow_tests
 
 
 def _items(*specs: tuple[str, int, tuple[str, ...]]) -> list[SimpleNamespace]:
@@ -47,14 +47,15 @@ def test_a_new_file_is_guessed_from_its_fixtures() -> None:
     assert 2 * UNRECORDED_S[1] > 90.0 > 4 * UNRECORDED_S[0]
 
 
-def test_engine_fixtures_mark_a_test_slow() -> None:
+def test_engine_fixtures_and_measured_seconds_mark_a_test_slow() -> None:
     """tests/conftest.py marks them, so `make test-fast` (-m "not slow") leaves them out."""
-    items = _items(("a.py", 1, ("cpu_sft_model",)), ("b.py", 1, ("transfer_queue",)), ("c.py", 1, ("tmp_path",)))
+    items = _items(("a.py", 1, ("cpu_sft_model",)), ("b.py", 1, ("transfer_queue",)), ("c.py", 3, ("tmp_path",)))
     for item in items:
         item.marks = []
         item.add_marker = item.marks.append
-    mark_engine_tests(items)
-    assert [[m.name for m in item.marks] for item in items] == [["slow"], ["slow"], []]
+    recorded = {"slow_tests": {"c.py::test_1": SLOW_TEST_S + 5, "c.py::test_2": SLOW_TEST_S - 5}}
+    mark_slow_tests(items, recorded)
+    assert [[m.name for m in item.marks] for item in items] == [["slow"], ["slow"], [], ["slow"], []]
 
 
 def test_a_build_is_reused_while_its_key_holds(tmp_path: Path, monkeypatch, tmp_path_factory) -> None:
