@@ -7,7 +7,7 @@ Five installed packages:
   level, only inside the CPU-only functions (a CPU vLLM server, ``--backend hf``). Inside the recipe, what runs where
   is a rule: ``agentrl_recipe.training`` (loaded in verl's workers) imports only itself and the shared root
   modules, never the offline tools, eval or a command; the commands (``agentrl_recipe.cli``, ``.launcher``,
-  ``.gpu_install``) are the only code that may import ``data_prep``, and nothing but a command imports a command;
+  ``.gpu_install``, ``.gpu_check``) are the only code that may import ``data_prep``, and nothing but a command imports a command;
 - ``data_prep`` may import the recipe (not its commands) and the sandbox.
 
 ``demo/`` and ``benchmarks/`` (not installed) sit on top and may import anything; no package imports them or
@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("agentrl_recipe", "agentrl_sandbox", "verl_client", "verl_cpu", "data_prep")
-COMMANDS = ("agentrl_recipe.cli", "agentrl_recipe.launcher", "agentrl_recipe.gpu_install")
+COMMANDS = ("agentrl_recipe.cli", "agentrl_recipe.launcher", "agentrl_recipe.gpu_install", "agentrl_recipe.gpu_check")
 TRAINING = "agentrl_recipe.training"
 # the root modules every layer shares: the plugin's names and small helpers with no dependency of their own
 SHARED_ROOT = {f"agentrl_recipe.{m}" for m in ("names", "fields", "atomic_io", "problems", "tasks", "config_paths")}
