@@ -98,7 +98,9 @@ class LogStream:
         text = tail.decode(errors="replace")
         who, content = split_prefix(text)
         if self._dump_who is not None:
-            if who == self._dump_who and content.startswith(" "):
+            # pprint breaks after a key whose value is too wide ("{'actor_rollout_ref': " alone, then "{'actor': ...")
+            opened = self._dump[-1].rstrip().endswith(":")
+            if who == self._dump_who and (content.startswith(" ") or opened):
                 self._dump.append(text)
                 return
             self._end_dump()

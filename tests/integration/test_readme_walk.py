@@ -2,10 +2,11 @@
 
 Every command of the README's "Quick start on CPU" block must be a key of :data:`WALK` (a line that changes without
 this test fails it); each is then checked in the README's order, from a clean directory, through the command ``make``
-itself would run (``make -n``), asserting what its comment promises. Where the suite already runs the same launch in
-a session fixture (the SFT run), the walk reads that run instead of training again; the RL lines run the launcher up
-to the point where it decides what to train (no trainer: minutes each on 2 cores, run by test_rl_trainer.py and
-test_async_colocate.py and test_async_separate.py through the same launcher).
+itself would run (``make -n``), asserting what its comment promises. A line's run is not repeated here when the suite
+already runs the same entry point (each verl start-up costs minutes on 2 cores): :data:`CARRIED_BY` names, per line,
+the tests that run it and assert its promise — the session's SFT run (read below), the RL trainer run and its shown
+log, the async trainer runs, the eval through a vLLM server it starts, the demo at test size — and a test checks that
+each of them still exists. The RL lines run the launcher here up to where it decides what to train.
 """
 
 from __future__ import annotations
@@ -33,6 +34,23 @@ EVAL = (
     'ARGS="-k 2 --max-prompt-length 384 --max-response-length 160 --max-assistant-turns 3"'
 )
 WALK = [INSTALL, DEMO, SFT, RL, RL_ASYNC, DATA, EVAL]  # the README's order
+# The tests elsewhere in the suite that run a line's entry point and assert what its comment promises.
+CARRIED_BY = {
+    DEMO: ["tests/demo/test_demo.py::test_every_stage_ran_and_wrote_its_outputs"],  # demo.run_demo at test size
+    SFT: ["tests/integration/test_sft_trainer.py::test_sft_trains_checkpoints_and_exports"],
+    RL: [
+        "tests/integration/test_rl_trainer.py::test_rollouts_come_from_verls_vllm_server_with_tool_calls_and_rewards",
+        "tests/integration/test_rl_trainer.py::test_a_launch_shows_a_short_log_with_each_warning_once",
+    ],
+    RL_ASYNC: [
+        "tests/integration/test_async_separate.py::test_separate_async_trains_every_step_from_a_standalone_replica"
+    ],
+    DATA: ["tests/data_prep/test_jobs.py::test_each_job_module_runs_standalone"],
+    EVAL: [
+        "tests/integration/test_rl_trainer.py::test_the_rl_export_holds_the_weights_eval_loads",
+        "tests/integration/test_vllm_serve_on_cpu.py::test_make_eval_default_backend_runs_through_the_server_it_starts",
+    ],
+}
 
 
 def quick_start_commands(text: str) -> list[str]:
@@ -56,6 +74,14 @@ def make_command(line: str) -> list[str]:
 
 def test_every_quick_start_command_is_walked() -> None:
     assert quick_start_commands(README.read_text()) == WALK
+
+
+def test_each_carried_line_names_tests_that_exist() -> None:
+    assert set(CARRIED_BY) <= set(WALK)
+    for line, tests in CARRIED_BY.items():
+        for test in tests:
+            path, name = test.split("::")
+            assert re.search(rf"^def {name}\(", (REPO / path).read_text(), re.MULTILINE), (line, test)
 
 
 def test_install_says_what_it_does_and_how_long() -> None:
@@ -133,3 +159,32 @@ def test_eval_line_evaluates_the_rl_export_the_cpu_config_saves() -> None:
 def test_demo_and_data_lines_run_what_they_say() -> None:
     assert make_command(DEMO)[1:3] == ["-m", "demo.demo"]
     assert make_command(DATA)[:3] == [".venv/bin/agentrl-recipe", "data", "sft-stitched"]  # make -n: the last job
+
+
+CONSOLE_SCRIPTS = re.compile(r"(?<![\w/.-])(agentrl-recipe|agentrl-sandbox|ray|pytest)(?= |$)")
+ACTIVATE = "source .venv/bin/activate"
+SHELLS = ("bash", "sh", "console", "shell", "")
+
+
+def bare_commands(text: str) -> list[str]:
+    """Shell lines of a page's code blocks that call a venv's console script by its bare name (``command not found``
+    from a fresh clone without an activated venv), unless the page says ``source .venv/bin/activate``."""
+    if ACTIVATE in text:
+        return []
+    shell, language = [], None  # the lines of shell blocks; the open block's language (None: outside a block)
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            language = line.strip().removeprefix("```") if language is None else None
+        elif language in SHELLS and not line.lstrip().startswith("#"):
+            shell.append(line.split(" # ")[0].strip())
+    return [line for line in shell if CONSOLE_SCRIPTS.search(line)]
+
+
+def test_doc_commands_run_from_a_fresh_clone() -> None:
+    """Issue 46 item 4: the docs wrote bare `agentrl-sandbox …` (command not found), the README `.venv/bin/…`."""
+    pages = [README, *sorted((REPO / "docs").glob("*.md"))]
+    assert {page.name: bare for page in pages if (bare := bare_commands(page.read_text()))} == {}
+    assert bare_commands("```bash\necho 1 | agentrl-sandbox run\n.venv/bin/ray status\n```") == [
+        "echo 1 | agentrl-sandbox run"
+    ]
+    assert bare_commands(f"```bash\n{ACTIVATE}\nagentrl-sandbox run\n```") == []

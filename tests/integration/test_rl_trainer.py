@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -285,3 +287,45 @@ def test_step_mask_counts_are_the_dumped_steps_totals(killed_and_resumed) -> Non
             masked = step["training/masks/masked_trajectories"]
             assert masked == round(step["training/masks/masked_ratio"] * n), (number, masked, n)
             assert masked == round(step["training/masks/overlong_filter_ratio"] * n)  # the only mask on
+
+
+RAY_WORKER = re.compile(r"^\([^()]*\)\s?")  # "(TaskRunner pid=12, ip=10.0.0.1) "
+ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _shown_lines(run: Path) -> list[str]:
+    """The lines a person sees of a launch (`make rl`): the launcher's stdout and stderr, blank lines left out."""
+    return [line for line in (run / "log.txt").read_text().splitlines() if line.strip() and line != "--- stderr ---"]
+
+
+def test_a_launch_shows_a_short_log_with_each_warning_once(killed_and_resumed) -> None:
+    """Issue 46: the shown log of `make rl CONFIG=agentrl_rl_cpu` stays under 300 lines with no warning twice (the
+    workers' library warnings repeat per process, RAY_DEDUP_LOGS=0 here); verl's config dump and the full output are
+    files in the checkpoint dir; the resumed launch's last line says which steps it trained."""
+    first, resumed = killed_and_resumed
+    for run in (first, resumed):
+        lines = _shown_lines(run)
+        assert len(lines) < 300, len(lines)
+        warnings = Counter(
+            re.sub(r"\d+", "#", RAY_WORKER.sub("", ANSI_CODES.sub("", line))).strip()
+            for line in lines
+            if re.search(r"warn", line, re.IGNORECASE) and not re.search(r"ERROR|Traceback", line)
+        )
+        assert warnings and max(warnings.values()) == 1, warnings.most_common(3)
+        assert any(line.startswith("verl's composed config (") for line in lines)
+    ckpt = first.parent / "ckpt"
+    assert (ckpt / "verl_config.txt").read_text().count("{'actor_rollout_ref':") == 2  # one dump per launch
+    assert len((ckpt / "launch.log").read_text().splitlines()) > sum(len(_shown_lines(r)) for r in (first, resumed))
+    last = resumed.joinpath("log.txt").read_text().split("\n--- stderr ---\n")[0].strip().splitlines()[-1]
+    assert re.fullmatch(r"trained steps 3-3 \(1 steps\) in \d+m\d\ds \(wall, start-up included\): .*/global_step_3",
+                        last), last  # fmt: skip
+
+
+def test_the_rl_export_holds_the_weights_eval_loads(killed_and_resumed) -> None:
+    """The README's `make eval MODEL=<rl checkpoint>/actor/huggingface` line: the CPU config saves hf_model, so the
+    export is a model eval accepts (it refuses a folder without weights before starting a server: issue 46)."""
+    from agentrl_recipe.cli.eval import check_weights
+
+    export = killed_and_resumed[0].parent / "ckpt" / "global_step_3" / "actor" / "huggingface"
+    check_weights(str(export))  # raises ValueError naming what is missing
+    assert (export / "config.json").is_file()

@@ -98,3 +98,11 @@ def test_an_unfinished_or_interrupted_json_object_is_shown(tmp_path: Path) -> No
     interrupted = [f"{TASK}{{", f'{TASK}  "a": 1,', f"{WORKER.format(pid=3)}step:1", f'{TASK}  "b": 2', f"{TASK}}}"]
     out, summary = shown(["\n".join([*interrupted, *interrupted[:2]]) + "\n"], tmp_path)
     assert out == [*interrupted, *interrupted[:2]] and summary is None
+
+
+def test_a_dump_whose_first_key_stands_alone_goes_to_the_file_whole(tmp_path: Path) -> None:
+    """verl's main_ppo pprints "{'actor_rollout_ref': " on a line of its own when the value is too wide."""
+    dump = [f"{TASK}{{'actor_rollout_ref': ", *(line.replace("{'actor_rollout_ref': ", "") for line in DUMP)]
+    out, _ = shown(["\n".join([*dump, f"{TASK}step:1"]) + "\n"], tmp_path)
+    assert out == [f"verl's composed config (82 lines): {tmp_path}/verl_config.txt", f"{TASK}step:1"]
+    assert (tmp_path / "verl_config.txt").read_text().startswith(f"{TASK}{{'actor_rollout_ref': \n{TASK}{{'actor': ")
