@@ -248,3 +248,16 @@ install-gpu:  ## GPU nodes: torch 2.13 + vLLM 0.30 + cupy for CUDA=13.0|12.9|12.
 	@$(if $(filter 1 true yes,$(DRY_RUN)),true,touch $(STAMP))
 test-gpu: install-gpu  ## the GPU tests (pytest -m gpu), e.g. the rl-smoke run; they skip without CUDA
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
+
+# --- make gpu-check (agentrl_recipe/gpu_check, docs/cluster.md "The GPU check"): one actor update of Qwen3-4B's shape
+# through verl's actor worker with our loss and estimator, on one GPU of a bare machine (torch + transformers, no verl,
+# vLLM or Ray, no network). gpu-check-bundle, where PyPI is reachable, downloads the wheels it brings
+# (.gpu_check/wheels, ~6 MiB); gpu-check unpacks them into .gpu_check/site (no pip) and writes
+# $$OUT/gpu_check_report.json (or gpu_check/). DRY=1: the same code on CPU with tiny dims (what `make test` runs).
+GPU_CHECK_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
+.PHONY: gpu-check gpu-check-bundle
+gpu-check-bundle: venv  ## download the wheels gpu-check brings to a bare GPU machine → .gpu_check/wheels (+ size vs 64 MiB)
+	$(PY) -m agentrl_recipe.gpu_check.bundle
+gpu-check:  ## Qwen3-4B-shaped actor update on one bare GPU (≤ 9 min) → $OUT or gpu_check/ [DRY=1: CPU, tiny] [GPU_CHECK_PYTHON=]
+	$(if $(filter 1 true yes,$(DRY)),$(PY) -m agentrl_recipe.gpu_check --dry,$(GPU_CHECK_PYTHON) -m agentrl_recipe.gpu_check) $(GPU_CHECK_ARGS)

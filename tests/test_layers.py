@@ -7,7 +7,8 @@ Five installed packages:
   level, only inside the CPU-only functions (a CPU vLLM server, ``--backend hf``). Inside the recipe, what runs where
   is a rule: ``agentrl_recipe.training`` (loaded in verl's workers) imports only itself and the shared root
   modules, never the offline tools, eval or a command; the commands (``agentrl_recipe.cli``, ``.launcher``,
-  ``.gpu_install``, ``.gpu_check``) are the only code that may import ``data_prep``, and nothing but a command imports a command;
+  ``.gpu_install``, ``.gpu_check``) are the only code that may import ``data_prep``, and nothing but a command
+  imports a command;
 - ``data_prep`` may import the recipe (not its commands) and the sandbox.
 
 ``demo/`` and ``benchmarks/`` (not installed) sit on top and may import anything; no package imports them or

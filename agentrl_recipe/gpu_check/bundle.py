@@ -87,7 +87,8 @@ def pick(wheels_dir: Path, python: str) -> dict[str, Path]:
     missing = sorted(set(pins()) - set(chosen))
     if missing:
         raise FileNotFoundError(
-            f"no wheel for {missing} (CPython {python}) in {wheels_dir}: run `make gpu-check-bundle` where PyPI is reachable"
+            f"no wheel for {missing} (CPython {python}) in {wheels_dir}: "
+            "run `make gpu-check-bundle` where PyPI is reachable"
         )
     return chosen
 
@@ -122,8 +123,9 @@ def size_line(wheels_dir: Path = WHEELS_DIR) -> tuple[str, bool]:
     total = wheels + checkout
     ok = total <= LIMIT_BYTES
     line = (
-        f"gpu-check bundle: {wheels / 2**20:.2f} MiB of wheels in {wheels_dir} + {checkout / 2**20:.2f} MiB of tracked "
-        f"files = {total / 2**20:.2f} MiB ({'within' if ok else 'OVER'} the {LIMIT_BYTES / 2**20:.0f} MiB a bare machine takes)"
+        f"gpu-check bundle: {wheels / 2**20:.2f} MiB of wheels in {wheels_dir} + {checkout / 2**20:.2f} MiB of "
+        f"tracked files = {total / 2**20:.2f} MiB ({'within' if ok else 'OVER'} the {LIMIT_BYTES / 2**20:.0f} MiB "
+        "a bare machine takes)"
     )
     return line, ok
 
