@@ -160,7 +160,8 @@ data-eval-sets: venv  ## AIME24/25 + GPQA-Diamond + LiveCodeBench v6 (433 rows) 
 	$(AGENTRL) data eval-sets --aime24 Maxwell-Jia/AIME_2024 --aime25 yentinglin/aime_2025 --gpqa Idavidrein/gpqa \
 	  --lcb hf://datasets/livecodebench/code_generation_lite/test6.jsonl --out-dir $(DATA_DIR)/eval $(ARGS)
 data-eval-released: venv  ## the same four as the released eval read them (Gen-Verse/Open-AgentRL-Eval; `make eval` grades them as released) → $(DATA_DIR)/eval_released/<name>.parquet
-	$(AGENTRL) data eval-sets --released Gen-Verse/Open-AgentRL-Eval --out-dir $(DATA_DIR)/eval_released $(ARGS)
+	$(AGENTRL) data eval-sets --released Gen-Verse/Open-AgentRL-Eval \
+	  --lcb-tests-from hf://datasets/livecodebench/code_generation_lite/test6.jsonl --out-dir $(DATA_DIR)/eval_released $(ARGS)
 data-rl-mix: data-eval-sets  ## DAPO + Skywork-OR1 (4902 math, 3586 code) + MegaScience (3000), decontaminated → rl/train.parquet
 	$(AGENTRL) data rl-mix --dapo BytedTsinghua-SIA/DAPO-Math-17k --skywork-math Skywork/Skywork-OR1-RL-Data:math \
 	  --skywork-code Skywork/Skywork-OR1-RL-Data:code --megascience MegaScience/MegaScience \

@@ -60,13 +60,41 @@ def encode_lcb_tests(tests: list[dict]) -> str:
     return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode("utf-8")
 
 
-def make_lcb_converter(tests_mode: str, start_date: str | None, end_date: str | None) -> Callable[[dict], dict | None]:
+def make_lcb_converter(
+    tests_mode: str,
+    start_date: str | None,
+    end_date: str | None,
+    full_tests: dict[str, dict[str, Any] | ConvertError] | None = None,
+) -> Callable[[dict], dict | None]:
+    """``full_tests`` (question_id → tests, :func:`upstream_tests`): an Open-AgentRL-Eval row is graded on them instead
+    of the public tests its file holds."""
+
     def convert(row: dict) -> dict | None:
         if "question_content" in row:
             return _lcb_upstream(row, tests_mode, start_date, end_date)
-        return _lcb_open_agentrl(row)
+        return _lcb_open_agentrl(row, full_tests)
 
     return convert
+
+
+def upstream_tests(rows: list[dict]) -> dict[str, dict[str, Any] | ConvertError]:
+    """question_id → public + private tests of upstream LiveCodeBench rows (what its official evaluation grades), or
+    why they cannot be decoded (a row that asks for them is rejected with it)."""
+    out: dict[str, dict[str, Any] | ConvertError] = {}
+    for row in rows:
+        try:
+            public = decode_lcb_tests(row.get("public_test_cases", ""), "public_test_cases")
+            tests = public + decode_lcb_tests(row.get("private_test_cases", ""), "private_test_cases")
+        except ConvertError as e:
+            out[str(row["question_id"])] = e
+            continue
+        fn_name = json.loads(row.get("metadata") or "{}").get("func_name") or None
+        out[str(row["question_id"])] = {
+            "inputs": [t["input"] for t in tests],
+            "outputs": [t["output"] for t in tests],
+            "fn_name": fn_name,
+        }
+    return out
 
 
 def _lcb_upstream(row: dict, tests_mode: str, start_date: str | None, end_date: str | None) -> dict | None:
@@ -101,8 +129,9 @@ def _lcb_upstream(row: dict, tests_mode: str, start_date: str | None, end_date: 
     return rl_row(names.DS_LCB_V6, content_prompt, "code", json.dumps(gt), extra)
 
 
-def _lcb_open_agentrl(row: dict) -> dict:
-    """Open-AgentRL-Eval's LCB file: ``reward_model`` / ``extra_info`` are JSON strings, tests are the public ones."""
+def _lcb_open_agentrl(row: dict, full_tests: dict[str, dict[str, Any] | ConvertError] | None = None) -> dict:
+    """Open-AgentRL-Eval's LCB file: ``reward_model`` / ``extra_info`` are JSON strings, tests are the public ones (the
+    prompt shows them); with ``full_tests`` the row is graded on LiveCodeBench's own tests for its question_id."""
     problem = text_field(row, "problem").strip()
     rm = get_field(row, "reward_model")
     try:
@@ -117,11 +146,15 @@ def _lcb_open_agentrl(row: dict) -> dict:
         extra_in = json.loads(extra_raw) if isinstance(extra_raw, str) else dict(extra_raw)
     except json.JSONDecodeError as e:
         raise ConvertError("extra_info", f"not JSON ({e.msg})") from e
-    fixed = {"inputs": inputs, "outputs": outputs, "fn_name": gt.get("fn_name") or None}
-    extra = {
-        "question": problem,
-        "source_id": str(extra_in.get("question_id", extra_in.get("index", ""))),
-        "num_tests": len(inputs),
-    }
+    fixed: dict[str, Any] = {"inputs": inputs, "outputs": outputs, "fn_name": gt.get("fn_name") or None}
+    source_id = str(extra_in.get("question_id", extra_in.get("index", "")))
+    if full_tests is not None:
+        if source_id not in full_tests:
+            raise ConvertError("extra_info.question_id", f"{source_id!r} is not among the upstream LCB problems")
+        found = full_tests[source_id]
+        if isinstance(found, ConvertError):
+            raise found
+        fixed = found
+    extra = {"question": problem, "source_id": source_id, "num_tests": len(fixed["inputs"])}
     content = prompts.lcb_prompt(problem, inputs, outputs)
     return rl_row(names.DS_LCB_V6, content, str(row.get("ability") or "code"), json.dumps(fixed), extra)

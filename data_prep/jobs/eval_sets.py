@@ -20,7 +20,7 @@ from typing import Any
 from agentrl_recipe import names
 from agentrl_recipe.atomic_io import atomic_write_parquet
 from data_prep import prompts, standalone
-from data_prep.eval_lcb import make_lcb_converter
+from data_prep.eval_lcb import make_lcb_converter, upstream_tests
 from data_prep.files import earlier_report, fingerprint, is_local_source, load_source, mark_done, source_fingerprint
 from data_prep.rows import ConvertError, convert_rows, rl_row, text_field
 from data_prep.sink import RowSink
@@ -125,11 +125,14 @@ def build_eval_sets(args: argparse.Namespace) -> dict[str, Any]:
         for flag, source in released_sources(args.released).items():
             setattr(args, flag, getattr(args, flag) or source)
     out_dir = Path(args.out_dir)
+    full = None
+    if args.lcb_tests_from:  # an Open-AgentRL-Eval LCB file graded on LiveCodeBench's own tests
+        full = upstream_tests([row for _, _, row in load_source(args.lcb_tests_from, default_split="test")])
     specs = {
         names.DS_AIME24: (args.aime24, convert_aime24, None),
         names.DS_AIME25: (args.aime25, convert_aime25, None),
         names.DS_GPQA: (args.gpqa, make_gpqa_converter(args.seed), "gpqa_diamond"),
-        names.DS_LCB_V6: (args.lcb, make_lcb_converter(args.lcb_tests, args.lcb_start, args.lcb_end), None),
+        names.DS_LCB_V6: (args.lcb, make_lcb_converter(args.lcb_tests, args.lcb_start, args.lcb_end, full), None),
     }
     given = {k: v for k, v in specs.items() if v[0]}
     if not given:
@@ -137,6 +140,7 @@ def build_eval_sets(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
         "sources": {k: source_fingerprint(v[0]) for k, v in given.items()},
         **{k: getattr(args, k) for k in ("seed", "lcb_tests", "lcb_start", "lcb_end")},
+        "lcb_tests_from": source_fingerprint(args.lcb_tests_from) if args.lcb_tests_from else None,
         "version": EVAL_VERSION,
     }
     key = fingerprint(settings)
@@ -195,6 +199,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("all", "public"),
         default="all",
         help="grade on public + private tests (default) or public only (what Open-AgentRL's file holds)",
+    )
+    parser.add_argument(
+        "--lcb-tests-from",
+        metavar="SOURCE",
+        help="grade an Open-AgentRL-Eval LCB file on LiveCodeBench's own public + private tests (its official "
+        f"evaluation, how the paper's LCB numbers were graded), matched by question_id (paper: "
+        f"{HUB_SOURCES[names.DS_LCB_V6]})",
     )
     parser.add_argument("--lcb-start", metavar="YYYY-MM-DD", help="keep LCB problems with contest_date >= this")
     parser.add_argument("--lcb-end", metavar="YYYY-MM-DD", help="keep LCB problems with contest_date <= this")

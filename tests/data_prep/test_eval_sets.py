@@ -141,3 +141,23 @@ def test_the_released_eval_files_by_their_release_paths(data_dir: Path, tmp_path
     assert "(C) triphenyleno[1,2-c:5,6-c':9,10-c'']trifuran" in gpqa["prompt"][0]["content"]
     lcb = pq.read_table(out / "livecodebench_v6.parquet").to_pylist()[0]
     assert json.loads(lcb["reward_model"]["ground_truth"])["inputs"] == ["1 2\n"]  # the file's (public) tests
+
+
+def test_released_lcb_rows_graded_on_livecodebenchs_own_tests(data_dir: Path, tmp_path: Path, parse_args) -> None:
+    """`--lcb-tests-from`: the file's prompt (public examples), LiveCodeBench's public + private tests, by question_id
+    (the official evaluation the released README sends LCB rollouts to)."""
+    rows = read_local_file(data_dir / "open_agentrl_lcb_v6.jsonl")
+    ours = {**rows[0], "extra_info": json.dumps({"question_id": "1899A", "index": 1})}
+    source = tmp_path / "lcb.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in (ours, rows[0])) + "\n")
+    upstream = str(data_dir / "lcb_code_generation_lite_v6.jsonl")
+    args = parse_args(prep_eval, ["--lcb", str(source), "--lcb-tests-from", upstream, "--out-dir", str(tmp_path / "o")])
+    report = prep_eval.build_eval_sets(args)
+    assert report["benchmarks"][names.DS_LCB_V6]["written"] == 1
+    assert report["benchmarks"][names.DS_LCB_V6]["reject_reasons"] == {
+        "extra_info.question_id: 'abc401_a' is not among the upstream LCB problems": 1
+    }
+    (row,) = pq.read_table(tmp_path / "o" / "livecodebench_v6.parquet").to_pylist()
+    tests = json.loads(row["reward_model"]["ground_truth"])
+    assert (len(tests["inputs"]), tests["outputs"][1], tests["fn_name"]) == (3, "Second\n", None)  # 1 public + 2
+    assert row["prompt"][0]["content"] == prompts.lcb_prompt(rows[0]["problem"].strip(), ["1 2\n"], ["3\n"])
