@@ -59,7 +59,7 @@ def test_dry_mode_runs_verl_actor_update_with_our_loss_and_reports_it(tmp_path: 
     assert (update["tokens"], update["padded_tokens"], update["loss_tokens"]) == (64 + responses, 256, responses)
     assert update["ratio_max"] == pytest.approx(1.0, abs=1e-6) and update["ratio_min"] == pytest.approx(1.0, abs=1e-6)
     assert update["pg_loss"] == pytest.approx(run["expected_pg_loss_at_ratio_1"], abs=1e-5)
-    assert update["pg_loss"] != 0 and update["grad_norm"] > 0
+    assert update["pg_loss"] != 0 and update["grad_norm"] > 0 and update["micro_batches"] == 1
     assert update["peak_memory_allocated_gib"] is None  # CPU: no CUDA allocator to read
     assert {"actor/pg_clipfrac_low", "actor/pg_clipfrac_high", "actor/pg_clipfrac_dual"} <= set(update["metric_keys"])
     ref = run["loss_reference"]
