@@ -17,6 +17,7 @@ from agentrl_sandbox.types import ExecResult
 WORKLOADS = {
     "trivial": "print(1)",
     "numpy_sympy": "import numpy, sympy\nprint(numpy.linalg.det(numpy.eye(3)), sympy.factorint(360))",
+    "numpy": "import numpy as np\na = np.arange(1, 10, dtype=float).reshape(3, 3) + np.eye(3)\nprint(np.linalg.det(a))",
 }
 
 
