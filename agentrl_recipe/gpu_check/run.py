@@ -98,12 +98,13 @@ class Plan:
     offload_policy: bool
 
 
-# An 80 GB GPU cannot hold Qwen3-4B's fp32 parameters, gradients and Adam state (16 B x 4.0 B = 64 GB) next to the
-# 23,040-token micro-batch's activations and logits (~25 GB); the paper shards them 8 ways. One GPU runs (1) 20 of its
-# 36 layers with everything on the GPU (~39 GB of states: the GPU's own tokens/s and memory), then (2) the whole model
-# with FSDP2's CPUOffloadPolicy (states and the optimizer step on the CPU: the GPU holds the activations). The dry run
-# has (1) only: CPUOffloadPolicy pins memory, which needs an accelerator.
-GPU_PLANS = (Plan("qwen3_4b_20_layers_on_gpu", 20, False), Plan("qwen3_4b_36_layers_cpu_offload_policy", None, True))
+# An 80 GB GPU cannot hold Qwen3-4B's fp32 parameters, gradients and Adam state (16 B x 4.02 B = 64 GB) next to the
+# 23,040-token micro-batch's activations and 151,936-wide logits, log-softmax and their gradient (7 GB each in bf16,
+# twice that if upcast); the paper shards the states 8 ways. One GPU runs (1) 16 of the 36 layers with everything on
+# the GPU (2.0 B parameters, 32 GB of states: the GPU's own tokens/s and memory), then (2) the whole model with FSDP2's
+# CPUOffloadPolicy (states and the optimizer step on the CPU: the GPU holds the activations). The dry run has (1) only:
+# CPUOffloadPolicy pins memory, which needs an accelerator.
+GPU_PLANS = (Plan("qwen3_4b_16_layers_on_gpu", 16, False), Plan("qwen3_4b_36_layers_cpu_offload_policy", None, True))
 DRY_PLANS = (Plan("tiny_on_device", None, False),)
 
 

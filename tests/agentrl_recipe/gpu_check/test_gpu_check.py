@@ -129,7 +129,7 @@ def test_gpu_check_on_this_gpu(tmp_path: Path) -> None:
     proc, report = _run(tmp_path)
     assert proc.returncode == 0, json.dumps(report, indent=1)[-5000:]
     assert [r["plan"]["name"] for r in report["runs"]] == [
-        "qwen3_4b_20_layers_on_gpu", "qwen3_4b_36_layers_cpu_offload_policy"]  # fmt: skip
+        "qwen3_4b_16_layers_on_gpu", "qwen3_4b_36_layers_cpu_offload_policy"]  # fmt: skip
     for run in report["runs"]:
         assert set(run["checks"]) == CHECKS and all(run["checks"].values())
         assert run["update"]["padded_tokens"] == 23040
