@@ -50,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     site = None
     if not args.dry:
         site = ROOT / bundle.SITE_DIR
-        installed = bundle.install(ROOT / bundle.WHEELS_DIR, site)
+        try:
+            installed = bundle.install(ROOT / bundle.WHEELS_DIR, site)
+        except FileNotFoundError as error:
+            print(f"gpu-check: {error}", file=sys.stderr)
+            return 2
         print(f"gpu-check: {len(installed)} wheels in {site}", file=sys.stderr)
     command = [sys.executable, "-m", "agentrl_recipe.gpu_check.check", "--out", str(args.out)]
     command += ["--dry"] * args.dry + [arg for name in args.plan or () for arg in ("--plan", name)]
