@@ -29,7 +29,7 @@ DURATIONS = REPO / "tests" / "durations.json"
 GOALS_S = {"test": 720.0, "test-fast": 180.0}
 SLOWEST = 15
 RECORD_MAX_LOAD = 1.5  # per CPU: above it, the durations say more about the other work than about the suite
-SLOW_TEST_S = 20.0  # tests/suite_order.py marks a test measured over this slow (out of `make test-fast`)
+SLOW_TEST_S = 3.0  # tests/suite_order.py marks a test measured over this slow (out of `make test-fast`)
 _DURATION = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(\S+)")
 _SUMMARY = re.compile(r"^=+ (.*) in ([0-9.]+)s(?: \([0-9:]+\))? =+$")
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
