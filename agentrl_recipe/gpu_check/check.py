@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     stubs.install()
     from agentrl_recipe.gpu_check import run  # verl and torch: after the stubs
 
+    if not args.dry and not run.torch.cuda.is_available():
+        print("gpu-check: no CUDA device here (torch.cuda.is_available() is False); --dry runs the CPU mode")
+        run.write({"ok": False, "mode": "gpu", "error": "no CUDA device", "runs": []}, args.out)
+        return 2
     plans = [p for p in (run.DRY_PLANS if args.dry else run.GPU_PLANS) if not args.plan or p.name in args.plan]
     report: dict[str, Any] = {**run.environment(args.dry), "ok": False, "runs": []}
     for plan in plans:  # one after the other in this process; each one's failure is recorded, the next still runs
