@@ -133,3 +133,61 @@ def test_gpu_check_on_this_gpu(tmp_path: Path) -> None:
     for run in report["runs"]:
         assert set(run["checks"]) == CHECKS and all(run["checks"].values())
         assert run["update"]["padded_tokens"] == 23040
+
+
+def _requirements_closure(roots: list[str]) -> set[str]:
+    """The installed distributions ``roots`` need (their unconditional requirements, recursively)."""
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    stack = list(roots)
+    while stack:
+        name = stack.pop()
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                stack.append(req.name)
+    return seen
+
+
+def _site_of(distributions: set[str], site: Path) -> None:
+    """A site-packages of links to the files of ``distributions`` only (what a bare machine plus the bundle has)."""
+    site.mkdir()
+    for name in sorted(distributions):
+        dist = importlib.metadata.distribution(name)
+        for top in {str(f).split("/")[0] for f in dist.files or [] if not str(f).startswith(("..", "bin/"))}:
+            source, link = Path(str(dist.locate_file(top))), site / top
+            if source.exists() and not link.exists():
+                link.symlink_to(source)
+
+
+def test_the_gpu_path_imports_from_torch_transformers_and_the_bundle_alone(tmp_path: Path) -> None:
+    """The pins are enough: with only torch, transformers, their requirements and the pinned distributions (this venv's
+    copies of the same versions) importable, the GPU path imports and verl finds our loss and estimator."""
+    site = tmp_path / "site"
+    _site_of(_requirements_closure(["torch", "transformers"]) | set(bundle.pins()), site)
+    code = (
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "from agentrl_recipe.gpu_check import stubs; stubs.install()\n"
+        "from agentrl_recipe.gpu_check import run\n"
+        "from verl.trainer.ppo import core_algos\n"
+        "loss = core_algos.get_policy_loss_fn('agentrl_tcr')\n"
+        "print(loss.__name__, core_algos.get_adv_estimator_fn('agentrl_grpo').__name__)\n"
+        "cfg, _ = run.compose(run.PAPER_CONFIG, ['actor_rollout_ref.actor.strategy=fsdp2'])\n"
+        "print(cfg.actor_rollout_ref.actor.policy_loss.loss_mode, 'ray' in stubs.TOUCHED)\n"
+    )  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(site), str(REPO)], cwd=tmp_path, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == [
+        "compute_policy_loss_tcr", "compute_grpo_masked_outcome_advantage", "agentrl_tcr", "True"]  # fmt: skip
