@@ -23,7 +23,7 @@ BUILDS = (("cpu_inputs_dir", "cpu_inputs"), ("cpu_sft_run", "sft_run"))
 SFT_FIXTURES = frozenset({"cpu_sft_run", "cpu_sft_model"})
 # Tests with these fixtures start a trainer, a Ray cluster or a vLLM engine: marked slow (not in `make test-fast`).
 ENGINE_FIXTURES = SFT_FIXTURES | {"cpu_inputs_dir", "two_node_cluster", "transfer_queue"}
-UNRECORDED_S = (0.5, 60.0)  # a file with no record: per test, without and with an engine fixture
+UNRECORDED_S = (0.5, 60.0)  # a file with no record: per test, and once if a test starts an engine
 # Files shorter than this keep their collection order (after the long ones): the tail balances itself, and the suite's
 # many small files run in the order they always have.
 SHORT_S = 10.0
@@ -41,7 +41,7 @@ def _estimates(files: dict[str, list[Any]], recorded: dict) -> dict[str, float]:
     """Seconds per file: recorded, or guessed from its tests' fixtures."""
     seconds = recorded.get("files", {})
     guess = {
-        path: sum(UNRECORDED_S[bool(ENGINE_FIXTURES & set(item.fixturenames))] for item in tests)
+        path: UNRECORDED_S[0] * len(tests) + UNRECORDED_S[1] * any(ENGINE_FIXTURES & set(t.fixturenames) for t in tests)
         for path, tests in files.items()
     }
     return {path: float(seconds.get(path, guess[path])) for path in files}

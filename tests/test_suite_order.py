@@ -42,9 +42,9 @@ def test_a_worker_does_not_wait_for_a_build_another_is_making() -> None:
 
 def test_a_new_file_is_guessed_from_its_fixtures() -> None:
     items = _items(("old.py", 1, ()), ("new_trainer.py", 2, ("cpu_sft_run",)), ("new_unit.py", 4, ()))
-    recorded = {"files": {"old.py": 90.0}}
+    recorded = {"files": {"old.py": 50.0}}
     assert file_order(items, 2, recorded) == ["new_trainer.py", "old.py", "new_unit.py"]
-    assert 2 * UNRECORDED_S[1] > 90.0 > 4 * UNRECORDED_S[0]
+    assert 2 * UNRECORDED_S[0] + UNRECORDED_S[1] > 50.0 > 4 * UNRECORDED_S[0]
 
 
 def test_engine_fixtures_and_measured_seconds_mark_a_test_slow() -> None:
