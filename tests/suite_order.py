@@ -22,7 +22,7 @@ DURATIONS = Path(__file__).with_name("durations.json")
 BUILDS = (("cpu_inputs_dir", "cpu_inputs"), ("cpu_sft_run", "sft_run"))
 SFT_FIXTURES = frozenset({"cpu_sft_run", "cpu_sft_model"})
 # Tests with these fixtures start a trainer, a Ray cluster or a vLLM engine: marked slow (not in `make test-fast`).
-ENGINE_FIXTURES = SFT_FIXTURES | {"cpu_inputs_dir", "two_node_cluster", "transfer_queue"}
+ENGINE_FIXTURES = SFT_FIXTURES | {"cpu_inputs_dir", "qwen25_inputs_and_sft_model", "two_node_cluster", "transfer_queue"}
 UNRECORDED_S = (0.5, 60.0)  # a file with no record: per test, and once if a test starts an engine
 # Files shorter than this keep their collection order (after the long ones): the tail balances itself, and the suite's
 # many small files run in the order they always have.
