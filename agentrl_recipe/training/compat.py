@@ -24,6 +24,7 @@ a key of its own (``None`` there = take the value of the mode), so an ablation f
 | ``actor_rollout_ref.actor.policy_loss.token_mean_scope`` | ``micro_batch``: × its sequences | ``mini_batch`` (verl) |
 | ``data.agentrl.prompt_filter_counts_tools`` | false: the prompt alone | true: prompt + tool schemas (verl) |
 | ``trainer.v1.sampler.sampler_kwargs.batch_partition`` | ``released``: 8 length-balanced cuts | ``verl``: 0.9.1's |
+| ``actor_rollout_ref.actor.policy_loss.micro_batches`` | ``released``: token-balanced | ``verl``: 0.9.1's |
 | ``data.agentrl.keep_released_rows`` | true: every published row | false: rows flagged ``released_only`` dropped |
 """
 
@@ -54,6 +55,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "prompt_filter_counts_tools": {"open_agentrl": False, "agentrl": True},
     "keep_released_rows": {"open_agentrl": True, "agentrl": False},
     "batch_partition": {"open_agentrl": "released", "agentrl": "verl"},
+    "micro_batches": {"open_agentrl": "released", "agentrl": "verl"},
 }
 
 

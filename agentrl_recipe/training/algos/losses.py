@@ -65,6 +65,7 @@ from verl.workers.config import ActorConfig, PolicyLossConfig
 
 from agentrl_recipe import names
 from agentrl_recipe.training import trace
+from agentrl_recipe.training.verl_adapters import micro_batches as micro_batches_adapter
 
 # The tokens one optimizer update divides its loss by, averaged over the step's updates by verl's trainer
 # (`reduce_metrics`). No "min"/"max" in the name: `reduce_metrics` takes np.min over mini-batches for any key that
@@ -73,6 +74,7 @@ LOSS_TOKENS_PER_UPDATE = "actor/loss_tokens_per_update"
 
 
 TOKEN_MEAN_SCOPES = ("micro_batch", "mini_batch")
+MICRO_BATCHES = ("released", "verl")
 
 
 @dataclasses.dataclass
@@ -82,6 +84,10 @@ class TCRPolicyLossConfig(PolicyLossConfig):
     # open_agentrl micro_batch ([code]), agentrl mini_batch (verl's). The loss sees only the actor's config: the
     # shipped configs set it with ${agentrl_compat:token_mean_scope}, the value agentrl.compat gives it.
     token_mean_scope: str = "mini_batch"
+    # How a rank's mini-batch splits into micro-batches: open_agentrl released ([code] verl 0.5: token-balanced),
+    # agentrl verl (0.9.1's). Built in the actor worker before its first update: released installs the split there
+    # (agentrl_recipe/training/verl_adapters/micro_batches.py); the loss checks it on every call.
+    micro_batches: str = "verl"
 
     def __post_init__(self) -> None:
         if self.token_mean_scope not in TOKEN_MEAN_SCOPES:
@@ -89,12 +95,29 @@ class TCRPolicyLossConfig(PolicyLossConfig):
                 f"actor_rollout_ref.actor.policy_loss.token_mean_scope must be one of {TOKEN_MEAN_SCOPES}, "
                 f"got {self.token_mean_scope!r}"
             )
+        if self.micro_batches not in MICRO_BATCHES:
+            raise ValueError(
+                f"actor_rollout_ref.actor.policy_loss.micro_batches must be one of {MICRO_BATCHES}, "
+                f"got {self.micro_batches!r}"
+            )
+        if self.micro_batches == "released":
+            micro_batches_adapter.install()
 
 
 def token_mean_scope(config: ActorConfig) -> str:
     """The actor's token-mean scope: verl's (mini_batch) unless its policy_loss is a :class:`TCRPolicyLossConfig`."""
     policy_loss = config.policy_loss
     return policy_loss.token_mean_scope if isinstance(policy_loss, TCRPolicyLossConfig) else "mini_batch"
+
+
+def check_micro_batches(config: ActorConfig) -> None:
+    """Fail closed when ``policy_loss.micro_batches`` is released but this worker's engine splits as verl 0.9.1."""
+    policy_loss = config.policy_loss
+    released = isinstance(policy_loss, TCRPolicyLossConfig) and policy_loss.micro_batches == "released"
+    if released and not micro_batches_adapter.installed():
+        raise RuntimeError(
+            f"policy_loss.micro_batches released, but {micro_batches_adapter.SYMBOL} is verl's in this worker"
+        )
 
 
 def micro_batch_scale(response_mask: torch.Tensor, global_batch_info: dict[str, Any]) -> torch.Tensor:
@@ -194,6 +217,7 @@ def compute_policy_loss_tcr(
         config=config,
         rollout_is_weights=rollout_is_weights,
     )
+    check_micro_batches(config)
     if loss_agg_mode == "token-mean" and token_mean_scope(config) == "micro_batch":
         pg_loss = pg_loss * micro_batch_scale(response_mask, config.global_batch_info)  # verl logs pg_loss from it
     denominator = config.global_batch_info.get("batch_num_tokens")

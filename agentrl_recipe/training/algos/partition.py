@@ -15,11 +15,8 @@ update is a length-balanced cut of the whole step.
 partitioner on :func:`verl.utils.seqlen_balancing.calculate_workload` into ``dp`` partitions, so each rank's half
 is split in index order and update ``i`` is (nearly) the step's prompts ``16i..16i+15``: updates differ in length.
 
-Not switched: the micro-batches of one rank's mini-batch (``use_dynamic_bsz``). verl 0.5 formed
-``ceil(tokens / max_token_len)`` of them (the max over all ranks), balanced by token count, largest Σ length² first
-(seqlen_balancing.py:250-310); verl 0.9.1 balances by workload and adds micro-batches until each fits
-``max_token_len``. verl forms them inside the actor engine (``workers/engine/utils.py::prepare_micro_batches``, bound
-by name into each engine), with no hook: the fidelity table lists it as a deviation.
+The micro-batches of one rank's mini-batch are the other half of the released rule: ``policy_loss.micro_batches``
+(:mod:`agentrl_recipe.training.verl_adapters.micro_batches`).
 
 :mod:`agentrl_recipe.training.verl_adapters.balance_batch` gives a trainer the released order.
 """

@@ -57,6 +57,8 @@ def resolved(cfg, name: str):
         return resolve(cfg).behaviour(name)
     if name == "batch_partition":  # the buffer sees only its sampler_kwargs
         return OmegaConf.select(cfg, "trainer.v1.sampler.sampler_kwargs.batch_partition")
+    if name == "micro_batches":  # the actor's policy_loss (building it would install the split in this process)
+        return OmegaConf.select(cfg, "actor_rollout_ref.actor.policy_loss.micro_batches")
     if name in ("prompt_filter_counts_tools", "keep_released_rows"):  # the dataset sees data.agentrl alone
         return getattr(DatasetSettings.from_data_config(cfg.data), name)
     if name == "token_mean_scope":  # the actor config verl builds (the loss's _target_ dataclass)
@@ -91,7 +93,7 @@ def test_fixed_sibling_differs_only_in_compat() -> None:
     assert RewardKwargs.from_trainer_config(fixed).code_rules == "lcb"  # none of the released grader's hacks
     expected = {"tool_turn_newline": True, "error_text": "explain", "large_output": "keep"}
     expected |= {"prompt_filter_counts_tools": True, "token_mean_scope": "mini_batch", "call_arguments": "bounded"}
-    expected |= {"keep_released_rows": False, "batch_partition": "verl"}
+    expected |= {"keep_released_rows": False, "batch_partition": "verl", "micro_batches": "verl"}
     assert {name: resolved(fixed, name) for name in expected} == expected
 
 

@@ -110,3 +110,56 @@ def test_verls_method_still_reads_what_the_adapter_reads() -> None:
     assert not missing, f"{balance_batch.SYMBOL} no longer uses {missing}: update the adapter"
     params = list(inspect.signature(PPOTrainer._balance_batch).parameters)
     assert params == ["self", "batch", "metrics", "logging_prefix", "keep_minibatch"], balance_batch.SYMBOL
+
+
+# ---- micro-batches (issue 45 item 2): verl_adapters/micro_batches.py -----------------------------------------------
+def micro_batch_weights(lens: list[int], parts: list[list[int]]) -> dict[int, float]:
+    """Each trajectory's per-token weight under token_mean_scope micro_batch: its micro-batch's sequences / tokens."""
+    return {i: len(p) / sum(lens[j] for j in p) for p in parts for i in p}
+
+
+def test_a_rank_mini_batch_splits_as_verl_0_5_did() -> None:
+    """Rank 0's first update (128 trajectories) at 23040 × SP 4 tokens: 12 token-balanced micro-batches (verl 0.5)
+    against verl 0.9.1's own prepare_micro_batches: other members, per-token weights 0.842-1.112 of the released."""
+    import torch
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.engine.utils import prepare_micro_batches
+
+    from agentrl_recipe.training.verl_adapters import micro_batches
+
+    lens = [LENGTHS[i] for i in partition.released_order(LENGTHS, WORLD)[:128]]
+    ids = torch.nested.nested_tensor([torch.zeros(n, dtype=torch.long) for n in lens], layout=torch.jagged)
+    extra = {"use_dynamic_bsz": True, "max_token_len_per_gpu": 23040, "sp_size": 4}
+    data = tu.get_tensordict({"input_ids": ids}, non_tensor_dict=extra)
+    batches, released = micro_batches.released_prepare_micro_batches(data)
+    assert [sum(lens[i] for i in p) for p in released] == [
+        90433, 90377, 90373, 90337, 90400, 90428, 90445, 90329, 90368, 90356, 90311, 90405
+    ]  # fmt: skip
+    assert [b["input_ids"].offsets().diff().sum().item() for b in batches] == [
+        sum(lens[i] for i in p) for p in released
+    ]
+    _, ours = prepare_micro_batches(data)
+    assert len(ours) == 12 and sorted(map(sorted, ours)) != sorted(map(sorted, released))
+    ratios = [micro_batch_weights(lens, ours)[i] / micro_batch_weights(lens, released)[i] for i in range(128)]
+    assert (round(min(ratios), 3), round(max(ratios), 3), sum(abs(r - 1) > 0.1 for r in ratios)) == (0.842, 1.112, 14)
+
+
+def test_the_loss_config_installs_the_split_and_the_loss_refuses_without_it() -> None:
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+
+    from agentrl_recipe.training.algos.losses import TCRPolicyLossConfig, check_micro_batches
+    from agentrl_recipe.training.verl_adapters import micro_batches
+
+    assert "prepare_micro_batches(" in inspect.getsource(FSDPEngine.forward_backward_batch), micro_batches.SYMBOL
+    try:
+        config = SimpleNamespace(policy_loss=TCRPolicyLossConfig(micro_batches="released"))
+        assert micro_batches.installed()
+        check_micro_batches(config)  # type: ignore[arg-type]
+        micro_batches.uninstall()
+        with pytest.raises(RuntimeError, match=r"micro_batches released, but .*prepare_micro_batches is verl's"):
+            check_micro_batches(config)  # type: ignore[arg-type]
+        check_micro_batches(SimpleNamespace(policy_loss=TCRPolicyLossConfig()))  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="micro_batches must be one of"):
+            TCRPolicyLossConfig(micro_batches="zigzag")
+    finally:
+        micro_batches.uninstall()
