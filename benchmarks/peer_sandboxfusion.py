@@ -56,6 +56,10 @@ from benchmarks.sandbox import cpu_split, load_avg, measure_http
 DEFAULT_WORKDIR = Path("/tmp/agentrl-peer-sandboxfusion")
 PEER_WORKLOADS = ("trivial", "numpy")
 START_S = 120.0
+# BLAS/OpenMP single-threaded, as in our sandbox (subprocess_backend.child_env). Its image sets OMP_NUM_THREADS=2,
+# with which `import numpy` fails under its own limits (RLIMIT_STACK = RLIMIT_AS = memory_limit_MB: a second thread's
+# stack is the whole address-space budget): measured here, every numpy call a runtime_error.
+PEER_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 ACTIVATE = 'export PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/envs/$1/bin:$PATH"\n'
 
 
@@ -98,6 +102,7 @@ def peer_server(checkout: Path, workdir: Path, log: Path) -> Iterator[tuple[str,
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "SANDBOX_CONFIG"}  # its default: local.yaml
     env["HOME"] = str(workdir / "home")  # no host ~/.bashrc in its runs' bash
+    env.update(PEER_THREADS)
     argv = [str(uvicorn), "sandbox.server.server:app", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -93,8 +93,8 @@ def _processes() -> dict[int, list[str]]:
 
 
 def cpu_snapshot(root: int) -> dict[str, float]:
-    """CPU seconds so far: the process tree under ``root`` (own, and reaped children's), kernel threads, this process,
-    the whole machine's busy time."""
+    """CPU seconds so far: the process tree under ``root`` (own, and reaped children's, ``root``'s included: a server
+    such as SandboxFusion reaps its runs itself), kernel threads, this process, the whole machine's busy time."""
     stats = _processes()
     tree, todo = set(), [root]
     while todo:
@@ -102,7 +102,7 @@ def cpu_snapshot(root: int) -> dict[str, float]:
         tree.add(pid)
         todo += [child for child, fields in stats.items() if int(fields[1]) == pid and child not in tree]
     own = sum(int(stats[p][11]) + int(stats[p][12]) for p in tree if p in stats)
-    reaped = sum(int(stats[p][13]) + int(stats[p][14]) for p in tree if p in stats and p != root)
+    reaped = sum(int(stats[p][13]) + int(stats[p][14]) for p in tree if p in stats)  # root's too: a server may reap
     kthreads = sum(int(f[11]) + int(f[12]) for pid, f in stats.items() if pid == 2 or int(f[1]) == 2)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     with open("/proc/stat") as f:
