@@ -162,6 +162,7 @@ def from_eval(record: Mapping[str, Any], run: str, tokenizer: str | None = None)
     step is the eval's name; ``tokenizer`` (the eval's model) decodes the token ids."""
     messages = record.get("messages") or [{"role": "assistant", "content": record.get("response") or ""}]
     score = _float(record.get("score"))
+    tokens = _tokens(record, tokenizer)  # model tokens: its mask's ones (the record counts tool output too)
     return {
         "id": f"{run}/{record.get('prompt_id')}/{record.get('sample')}",
         "kind": "eval",
@@ -182,6 +183,6 @@ def from_eval(record: Mapping[str, Any], run: str, tokenizer: str | None = None)
         "termination": str(record.get("termination") or ""),
         "ground_truth": None,
         "turns": [{"role": str(m.get("role", "")), "content": str(m.get("content", ""))} for m in messages],
-        "response_tokens": int(record.get("response_tokens") or 0),
-        "tokens": _tokens(record, tokenizer),
+        "response_tokens": (tokens and sum(tokens["mask"])) or int(record.get("response_tokens") or 0),
+        "tokens": tokens,
     }

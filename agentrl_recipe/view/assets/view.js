@@ -246,14 +246,14 @@ async function renderTrajectory(id) {
   view.replaceChildren();
   if (!t) { view.append(el("p", {}, "unknown trajectory")); return; }
   const b = t.breakdown;
-  view.append(el("h3", {}, t.run + " · step " + t.step + " · " + t.source + " · " + answer(t.correct)),
+  view.append(el("h3", {}, groupKey(t) + " · " + t.source + " · " + answer(t.correct)),
     el("div", { class: "side" },
       el("div", {}, el("h4", {}, "reward breakdown"), kvTable([["score", fmt(b.score)], ["tool bonus", fmt(b.tool_bonus)],
         ["overlong penalty", fmt(b.overlong_penalty)], ["final reward", fmt(b.final)]])),
       el("div", {}, el("h4", {}, "tools and flags"), kvTable([["tool calls", t.tool_calls], ["failed calls", t.tool_failures],
         ["statuses", t.statuses.join(", ")], ["latency (s)", t.latency_s.map((x) => fmt(x, 2)).join(", ")],
         ["termination", t.termination], ["flags", t.flags.join(", ") || "none"], ["ground truth", t.ground_truth ?? "–"]])),
-      el("div", {}, el("h4", {}, "masks"), kvTable([["masked from the update", t.masked ? "yes" : "no"],
+      el("div", {}, el("h4", {}, "masks"), kvTable([["masked from the update", t.kind === "eval" ? "– (an eval: no update)" : t.masked ? "yes" : "no"],
         ["flagged by (a mask that is off flags, masks nothing)", t.mask_flags.join(", ") || "none"], ["model tokens", t.response_tokens]]))));
   const d = await loadDetail(id);
   if (!d) { view.append(el("p", { class: "unk" }, "turns and tokens not embedded in this page (size budget): open the run with agentrl-recipe view --serve")); return; }

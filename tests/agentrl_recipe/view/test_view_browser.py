@@ -156,6 +156,8 @@ def test_eval_token_mode(browser, tmp_path: Path) -> None:
     page, _ = build_page(ev, tmp_path / "view.html")
     _open(browser, page.as_uri())
     browser.execute_script("location.hash = arguments[0]", "t=eval_after/p0/0")
+    heading = browser.find_element("css selector", "#view-trajectory h3").text
+    assert heading == "eval_after · toy · wrong"
     browser.find_element("id", "token-mode").click()
     spans = browser.find_elements("css selector", "#tokens span")
     assert [(s.text, s.get_attribute("class")) for s in spans] == [

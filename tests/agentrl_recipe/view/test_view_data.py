@@ -134,6 +134,8 @@ def test_eval_token_mode_decodes_the_sidecar_with_the_eval_model(tmp_path: Path)
         "decoded": True,
     }
     assert data["details"]["ev/p0/1"]["tokens"] is None
+    # model tokens: the mask's ones where the tokens are known (the record's response_tokens counts tool output too)
+    assert [t["response_tokens"] for t in data["trajectories"]] == [3, 12]
     assert not any("rollouts.tokens.jsonl" in n for n in data["notes"])
 
 
