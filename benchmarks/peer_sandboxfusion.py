@@ -17,7 +17,7 @@ out that shape: ``<workdir>/conda/{condabin/, bin/activate, envs/server, envs/sa
 ``bin/activate`` only puts ``envs/<name>/bin`` first on ``PATH`` and ``sandbox-runtime`` is a venv of Debian's
 ``python3`` seeing the ``sandboxfusion`` runtime that our sandbox binds (the same pins as SandboxFusion's
 ``runtime/python/requirements.txt``, :mod:`agentrl_sandbox.runtime_env`). Two more things its image has and a bare
-checkout lacks: the docs site it serves (``docs/build``, built with npm there; ``--setup`` makes it an empty folder)
+checkout lacks: the docs site it serves (its docs build folder, from npm; ``--setup`` makes it empty)
 and a clean ``HOME``: its runner starts ``bash`` with a socket as stdin, so bash reads ``~/.bashrc``, and a host's
 rc file that puts another ``python`` first on ``PATH`` (this machine's pyenv) would run that one instead.
 

@@ -4,11 +4,12 @@ With ``agentrl.agent_loop.tool_turn_newline: false`` (open_agentrl) they equal i
 generated ``<|im_end|>`` and the tool turn after it, as the released loop (verl 0.5) appended tool turns.
 
 Run on the tiny Qwen3 model (verl's Qwen3 continuous-token builder) for the Qwen2.5 template the package ships, a
-Qwen3-style one (think blocks; tests/agentrl_recipe/training/agent_loop/templates/qwen3_hermes.jinja), and the real Qwen3-2507 templates the 4B run
-uses (templates/qwen3_4b_instruct_2507.jinja, the paper's base model, and qwen3_4b_thinking_2507.jinja; sources in
-templates/README.md), with a system prompt, through verl's AgentLoopWorker with the real code_interpreter tool and the
-plugin's render cache (agentrl_recipe/training/agent_loop/render_cache.py, which must serve some of the renders). The
-conversation includes a malformed call answered with an error, so the exactness covers the plugin's feedback turns too.
+Qwen3-style one (think blocks; tests/agentrl_recipe/training/agent_loop/templates/qwen3_hermes.jinja), and the real
+Qwen3-2507 templates the 4B run uses (templates/qwen3_4b_instruct_2507.jinja, the paper's base model, and
+qwen3_4b_thinking_2507.jinja; sources in templates/README.md), with a system prompt, through verl's AgentLoopWorker with
+the real code_interpreter tool and the plugin's render cache (agentrl_recipe/training/agent_loop/render_cache.py, which
+must serve some of the renders). The conversation includes a malformed call answered with an error, so the exactness
+covers the plugin's feedback turns too.
 """
 
 from __future__ import annotations
