@@ -315,7 +315,11 @@ def test_a_launch_shows_a_short_log_with_each_warning_once(killed_and_resumed) -
         assert warnings and max(warnings.values()) == 1, warnings.most_common(3)
         assert any(line.startswith("verl's composed config (") for line in lines)
     ckpt = first.parent / "ckpt"
-    assert (ckpt / "verl_config.txt").read_text().count("{'actor_rollout_ref':") == 2  # one dump per launch
+    # every dump a launch announced is in the file: one per launch, each twice here (the two simulated nodes' log
+    # monitors share this machine's Ray session folder, so both forward the TaskRunner's lines to the driver)
+    announced = [sum(line.startswith("verl's composed config (") for line in _shown_lines(r)) for r in (first, resumed)]
+    assert min(announced) >= 1
+    assert (ckpt / "verl_config.txt").read_text().count("{'actor_rollout_ref':") == sum(announced)
     assert len((ckpt / "launch.log").read_text().splitlines()) > sum(len(_shown_lines(r)) for r in (first, resumed))
     last = resumed.joinpath("log.txt").read_text().split("\n--- stderr ---\n")[0].strip().splitlines()[-1]
     assert re.fullmatch(r"trained steps 3-3 \(1 steps\) in \d+m\d\ds \(wall, start-up included\): .*/global_step_3",
