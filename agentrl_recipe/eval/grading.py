@@ -101,16 +101,7 @@ async def agrade_answer_sample(
     # The scorer imports verl: loaded when a sample is graded, never by `eval report` / `eval compare`.
     from agentrl_recipe.training.rewards.scoring import acompute_score
 
-    result = await acompute_score(data_source, response_text, ground_truth)
-    correct = bool(result.get("acc"))
-    pred = result.get("pred")
-    return SampleGrade(
-        correct=correct,
-        score=1.0 if correct else 0.0,
-        final_answer=None if pred in (None, "") else str(pred),
-        infra_failure=False,
-        detail={"scorer_score": result.get("score")},
-    )
+    return _scorer_grade(await acompute_score(data_source, response_text, ground_truth))
 
 
 async def agrade_released_sample(data_source: str, ground_truth: Any, response_text: str) -> SampleGrade:
@@ -119,6 +110,11 @@ async def agrade_released_sample(data_source: str, ground_truth: Any, response_t
     from agentrl_recipe.training.rewards.scoring import acompute_score  # imports verl: loaded when a sample is graded
 
     result = await acompute_score(data_source, response_text, ground_truth, ground_truth_form="published")
+    return _scorer_grade(result, grader="open_agentrl")
+
+
+def _scorer_grade(result: dict[str, Any], **detail: str) -> SampleGrade:
+    """A :class:`SampleGrade` from the training scorer's result (its ``acc``, ``pred`` and ``score``)."""
     correct = bool(result.get("acc"))
     pred = result.get("pred")
     return SampleGrade(
@@ -126,5 +122,5 @@ async def agrade_released_sample(data_source: str, ground_truth: Any, response_t
         score=1.0 if correct else 0.0,
         final_answer=None if pred in (None, "") else str(pred),
         infra_failure=False,
-        detail={"scorer_score": result.get("score"), "grader": "open_agentrl"},
+        detail={"scorer_score": result.get("score"), **detail},
     )
