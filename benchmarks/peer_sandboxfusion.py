@@ -34,7 +34,6 @@ import dataclasses
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -51,7 +50,7 @@ from agentrl_sandbox.bench_calls import WORKLOADS, run_calls
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fusion_client import SandboxFusionClient
 from agentrl_sandbox.ports import free_port
-from benchmarks.sandbox import cpu_split, load_avg, measure_http
+from benchmarks.sandbox import cpu_split, load_avg, measure_http, stop
 
 DEFAULT_WORKDIR = Path("/tmp/agentrl-peer-sandboxfusion")
 PEER_WORKLOADS = ("trivial", "numpy")
@@ -111,12 +110,7 @@ def peer_server(checkout: Path, workdir: Path, log: Path) -> Iterator[tuple[str,
         _wait_peer(url, proc, log)
         yield url, proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def _wait_peer(url: str, proc: subprocess.Popen, log: Path) -> None:

@@ -229,12 +229,17 @@ def serve(pool_size: int | None, token_file: Path, log: Path) -> Iterator[tuple[
         _wait_ready(url, proc, log)
         yield url, proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """A server stopped as a user would (SIGINT), killed if it has not exited 30 s later."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, log: Path) -> None:
