@@ -16,6 +16,8 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,26 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def build_dir_once(target: Path, marker: str, build: Callable[[Path], object]) -> Path:
+    """``target``, built by ``build(staging)`` in a sibling folder renamed into place unless ``target/marker`` exists.
+
+    ``build`` writes ``marker`` last. Processes that race build the same content: the loser drops its copy."""
+    if (target / marker).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        build(staging)
+        try:
+            staging.rename(target)
+        except OSError:  # another process won the race; its build is identical
+            if not (target / marker).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def _fsync(path: Path) -> None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import shutil
-import tempfile
 import unicodedata
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from agentrl_recipe.atomic_io import build_dir_once
 from agentrl_recipe.cpu_task.tiny_model import EOS_TOKEN, PAD_TOKEN, QWEN2_SPLIT_REGEX, QWEN3, cache_root, chat_template
 
 BASE_VOCAB = 151_643  # BPE ranks in qwen.tiktoken
@@ -130,19 +129,9 @@ def _cache_key() -> str:
 
 def get_qwen3_tokenizer_dir() -> Path:
     """A cached directory with the real Qwen3 tokenizer and Qwen3-4B-Instruct-2507's config (no weights)."""
-    target = cache_root() / f"qwen3-vocab-{_cache_key()}"
-    if (target / "config.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".qwen3-vocab-", dir=target.parent))
-    try:
-        build_qwen3_tokenizer().save_pretrained(staging)
-        (staging / "config.json").write_text(json.dumps(QWEN3_4B_CONFIG, indent=2))  # written last: the done marker
-        try:
-            staging.rename(target)
-        except OSError:  # another process won the race; its build is identical
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return build_dir_once(cache_root() / f"qwen3-vocab-{_cache_key()}", "config.json", _write_qwen3_tokenizer)
+
+
+def _write_qwen3_tokenizer(staging: Path) -> None:
+    build_qwen3_tokenizer().save_pretrained(staging)
+    (staging / "config.json").write_text(json.dumps(QWEN3_4B_CONFIG, indent=2))  # written last: the done marker

@@ -24,11 +24,11 @@ import hashlib
 import json
 import os
 import random
-import shutil
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from agentrl_recipe.atomic_io import build_dir_once
 
 # Same pattern as transformers' Qwen2Tokenizer (PRETOKENIZE_REGEX); kept here so the builder does not depend on a
 # private transformers constant.
@@ -212,17 +212,4 @@ def cache_root() -> Path:
 def get_tiny_model_dir(spec: TinyModelSpec = TinyModelSpec()) -> Path:
     """Return a cached build of the tiny model for ``spec``, building it (atomically) on first use."""
     target = cache_root() / f"tiny-{_cache_key(spec)}"
-    if (target / "agentrl_tiny_spec.json").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-build-", dir=target.parent))
-    try:
-        build_tiny_model(staging, spec)
-        try:
-            staging.rename(target)
-        except OSError:  # another process won the race; its build is identical
-            if not (target / "agentrl_tiny_spec.json").exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return build_dir_once(target, "agentrl_tiny_spec.json", lambda staging: build_tiny_model(staging, spec))
