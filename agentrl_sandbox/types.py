@@ -13,6 +13,7 @@ Callers retry or mask it; they must never score it as a wrong answer.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import dataclasses
 import threading
@@ -159,6 +160,20 @@ CODE_FILE = "main.py"  # every backend writes the code to this file in the scrat
 PROBE_CODE = "print(1 + 1)"  # a deep health check's run (Sandbox.aprobe) and what it must print
 PROBE_STDOUT = "2"
 PROBE_MEMORY_MB = 512
+CLOSED = "sandbox is closed"  # a call to a closed sandbox (or one that raced its close): an infra result, never a hang
+
+
+def current_task_cancelling() -> int:
+    """The calling task's own pending cancellations (not the backend's call being cancelled under it)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+async def _cancel_other_tasks() -> None:
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def check_files(files: Files | None) -> dict[str, bytes]:
@@ -203,8 +218,15 @@ class Sandbox:
         memory_mb: int | None = None,
         files: Files | None = None,
     ) -> ExecResult:
-        fut = asyncio.run_coroutine_threadsafe(self._guarded(code, stdin, timeout_s, memory_mb, files), self._loop)
-        return await asyncio.wrap_future(fut)
+        fut = self._submit_call(code, stdin, timeout_s, memory_mb, files)
+        if fut is None:
+            return ExecResult.infra(CLOSED)
+        try:
+            return await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            if self._cancelled_by_close(fut) and current_task_cancelling() == 0:
+                return ExecResult.infra(CLOSED)
+            raise
 
     def run(
         self,
@@ -217,8 +239,15 @@ class Sandbox:
     ) -> ExecResult:
         if self._on_own_loop():
             raise RuntimeError("Sandbox.run() called from the sandbox's own loop; use `await arun()`")
-        fut = asyncio.run_coroutine_threadsafe(self._guarded(code, stdin, timeout_s, memory_mb, files), self._loop)
-        return fut.result()
+        fut = self._submit_call(code, stdin, timeout_s, memory_mb, files)
+        if fut is None:
+            return ExecResult.infra(CLOSED)
+        try:
+            return fut.result()
+        except concurrent.futures.CancelledError:
+            if self._cancelled_by_close(fut):
+                return ExecResult.infra(CLOSED)
+            raise
 
     @property
     def closed(self) -> bool:
@@ -234,6 +263,11 @@ class Sandbox:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+            if not self._thread.is_alive():
+                # A call that raced the close is cancelled (its caller gets an infra result), never left pending on a
+                # stopped loop; the closed loop refuses anything submitted later.
+                self._loop.run_until_complete(_cancel_other_tasks())
+                self._loop.close()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Any:
         """Run ``coro`` on this backend's loop; returns a concurrent.futures.Future."""
@@ -257,6 +291,22 @@ class Sandbox:
         return None
 
     # --- internals ---
+    def _submit_call(
+        self, code: str, stdin: str | None, timeout_s: float | None, memory_mb: int | None, files: Files | None
+    ) -> concurrent.futures.Future[ExecResult] | None:
+        """The call on the backend's loop, or None once the sandbox is closed (its loop answers nothing more)."""
+        if self._closed:
+            return None
+        coro = self._guarded(code, stdin, timeout_s, memory_mb, files)
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except RuntimeError:  # the loop closed after the check above
+            coro.close()
+            return None
+
+    def _cancelled_by_close(self, fut: concurrent.futures.Future[ExecResult]) -> bool:
+        return self._closed and fut.cancelled()
+
     def _on_own_loop(self) -> bool:
         try:
             return asyncio.get_running_loop() is self._loop
@@ -268,7 +318,7 @@ class Sandbox:
     ) -> ExecResult:
         start = time.monotonic()
         if self._closed:
-            return ExecResult.infra("sandbox is closed")
+            return ExecResult.infra(CLOSED)
         if not isinstance(code, str):
             raise TypeError(f"code must be str, got {type(code).__name__}")
         timeout = self.default_timeout_s if timeout_s is None else float(timeout_s)

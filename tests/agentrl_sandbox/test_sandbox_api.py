@@ -22,7 +22,7 @@ import agentrl_sandbox as sandbox_package
 from agentrl_sandbox import STATUSES, ExecResult, SandboxError, get_sandbox, health_check
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.local import LocalSandbox
-from agentrl_sandbox.types import check_files, classify
+from agentrl_sandbox.types import CLOSED, Sandbox, check_files, classify
 
 REPO = str(Path(__file__).resolve().parents[2])
 CLI = [sys.executable, "-m", "agentrl_sandbox.cli"]  # = agentrl-sandbox (and agentrl-recipe sandbox)
@@ -82,6 +82,45 @@ def test_get_sandbox_is_shared_per_config():
         get_sandbox(SandboxConfig(backend="docker"))
     with pytest.raises(ValueError, match="AGENTRL_SANDBOX_URL"):
         get_sandbox(SandboxConfig(backend="sandbox_fusion", url=None))
+
+
+class NeverAnswers(Sandbox):
+    """A backend whose runs never finish: what is in flight when the sandbox closes."""
+
+    name = "never"
+
+    def __init__(self) -> None:
+        super().__init__(default_timeout_s=5.0, default_memory_mb=256)
+        self.started = threading.Event()
+
+    async def _execute(self, code, stdin, timeout_s, memory_mb, files) -> ExecResult:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_closed_sandbox_answers_infra_at_once():
+    """A caller holding a sandbox that was closed (preflight's close_all, another test) gets an infra result: before,
+    its call went to the stopped loop and was never answered (the reward tests hung 300 s per test in CI)."""
+    sb = NeverAnswers()
+    sb.close()
+    assert sb.run("print(1)") == ExecResult.infra(CLOSED)
+    assert asyncio.run(asyncio.wait_for(sb.arun("print(1)"), timeout=5)) == ExecResult.infra(CLOSED)
+
+
+@pytest.mark.parametrize("call", ["run", "arun"])
+def test_a_call_in_flight_when_the_sandbox_closes_gets_an_infra_result(call):
+    sb = NeverAnswers()
+    results: list[ExecResult] = []
+    if call == "run":
+        caller = threading.Thread(target=lambda: results.append(sb.run("print(1)")))
+    else:
+        caller = threading.Thread(target=lambda: results.append(asyncio.run(sb.arun("print(1)"))))
+    caller.start()
+    assert sb.started.wait(timeout=10)
+    sb.close()
+    caller.join(timeout=10)
+    assert not caller.is_alive() and results == [ExecResult.infra(CLOSED)]
 
 
 def test_env_url_selects_the_sandbox_fusion_backend(monkeypatch):
