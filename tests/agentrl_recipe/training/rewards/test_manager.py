@@ -70,13 +70,11 @@ def config_with(base, **reward_kwargs):
     return cfg
 
 
-@pytest.fixture(scope="module")
-def use_test_sandbox(sandbox):
-    """Route the manager's code rows to the session's sandbox (same backend choice as the other reward tests)."""
-    original = manager_module.get_sandbox
-    manager_module.get_sandbox = lambda _cfg: sandbox
-    yield sandbox
-    manager_module.get_sandbox = original
+@pytest.fixture
+def use_test_sandbox(sandbox, monkeypatch):
+    """Route the manager's code rows to the reward tests' sandbox (same backend choice as the other reward tests)."""
+    monkeypatch.setattr(manager_module, "get_sandbox", lambda _cfg: sandbox)
+    return sandbox
 
 
 def make_row(
