@@ -97,10 +97,10 @@ class LogStream:
         head, _, tail = line[shown:].rpartition(b"\r")
         text = tail.decode(errors="replace")
         who, content = split_prefix(text)
-        if self._dump_who is not None:
+        if self._dump_who == who:  # another worker's line, interleaved by Ray, goes on below and the dump stays open
             # pprint breaks after a key whose value is too wide ("{'actor_rollout_ref': " alone, then "{'actor': ...")
             opened = self._dump[-1].rstrip().endswith(":")
-            if who == self._dump_who and (content.startswith(" ") or opened):
+            if content.startswith(" ") or opened:
                 self._dump.append(text)
                 return
             self._end_dump()
@@ -114,7 +114,7 @@ class LogStream:
         if content.rstrip() == BLOCK_START and not head:
             self._block, self._block_who = [(text, content)], who
             return
-        if content.startswith(CONFIG_DUMP_START) and not is_error(content):
+        if content.startswith(CONFIG_DUMP_START) and not is_error(content) and self._dump_who is None:
             self._write(head + b"\r" if head else b"")
             self._dump, self._dump_who = [text], who
             return

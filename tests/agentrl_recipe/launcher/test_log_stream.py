@@ -106,3 +106,12 @@ def test_a_dump_whose_first_key_stands_alone_goes_to_the_file_whole(tmp_path: Pa
     out, _ = shown(["\n".join([*dump, f"{TASK}step:1"]) + "\n"], tmp_path)
     assert out == [f"verl's composed config (82 lines): {tmp_path}/verl_config.txt", f"{TASK}step:1"]
     assert (tmp_path / "verl_config.txt").read_text().startswith(f"{TASK}{{'actor_rollout_ref': \n{TASK}{{'actor': ")
+
+
+def test_another_workers_line_inside_the_dump_is_shown_and_the_dump_stays_whole(tmp_path: Path) -> None:
+    """Ray interleaves workers' lines: one in the middle of the TaskRunner's dump is shown where it came, and the dump
+    is still one file entry and one announcement (it was cut in pieces: 3 announcements for 1 dump under load)."""
+    other = f"{WORKER.format(pid=7)}INFO: loading weights"
+    out, _ = shown(["\n".join([*DUMP[:40], other, *DUMP[40:], f"{TASK}step:1"]) + "\n"], tmp_path)
+    assert out == [other, f"verl's composed config (81 lines): {tmp_path}/verl_config.txt", f"{TASK}step:1"]
+    assert (tmp_path / "verl_config.txt").read_text().count("key_") == 80
