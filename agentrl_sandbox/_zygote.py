@@ -1,25 +1,30 @@
 """The warm interpreter that runs INSIDE the bubblewrap sandbox (Debian's /usr/bin/python3, standard library only).
 
 Started by :mod:`agentrl_sandbox.local` as the only program of a ``bwrap`` sandbox (non-root uid, no
-network, read-only minimal filesystem, cleared environment), with its sibling modules bound next to it. Two tiers:
+network, read-only minimal filesystem, cleared environment), with its sibling modules bound next to it. Three tiers
+(:mod:`agentrl_sandbox.preload`), each zygote forked from the one before it:
 
-    zygote (light: the runtime's packages but pandas/sklearn, stdlib) ── listens on pool.sock
-    ├─ fork ─> heavy zygote: imports pandas/sklearn on top ── listens on heavy.sock, slots of its own
-    └─ fork ─> S  slot supervisor (trusted, long-lived): its own user + pid + mount namespaces  (_zygote_slot)
-               ├─ fork ─> init  pid 1 of S's pid namespace (trusted): private /proc, hides the pool's sockets,
-               │                kills every other process of the namespace between runs
-               └─ fork ─> G     ONE run (a fresh copy of the warm interpreter): new mount/net/ipc/uts
-                                namespaces, private tmpfs /tmp and /dev/shm, rlimits, no capabilities,
-                                seccomp; set up (all but what depends on the request) BEFORE its request
-                                arrives, then exec()s the model's code as __main__ in a fresh module, reports
-                                its status and exits  (_zygote_run)
+    zygote (light: numpy, scipy, gmpy2, stdlib) ── listens on pool.sock
+    ├─ fork ─> math zygote: imports sympy/mpmath/networkx on top ── listens on math.sock, slots of its own
+    │          └─ fork ─> heavy zygote: imports pandas/sklearn on top ── listens on heavy.sock, slots of its own
+    └─ fork ─> R  a slot's relay (trusted, long-lived; never forks again): accepts the host's requests
+               └─ fork ─> F  the slot's forker (trusted, long-lived): its own user + pid + mount + network
+                          │  namespaces  (_zygote_slot)
+                          ├─ fork ─> init  pid 1 of F's pid namespace (trusted): private /proc, hides the pool's
+                          │                sockets, kills every other process of the namespace between runs
+                          └─ fork ─> G     ONE run (a fresh copy of the warm interpreter): new mount/ipc/uts
+                                           namespaces (the slot's network namespace, or a fresh one), private
+                                           tmpfs /tmp and /dev/shm, rlimits, no capabilities, seccomp; set up (all
+                                           but what depends on the request) BEFORE its request arrives, then
+                                           exec()s the model's code as __main__ in a fresh module, reports its
+                                           status and exits  (_zygote_run)
 
-S relays each request to its G and the reply back to the host in :mod:`_zygote_relay`.
+F hands R each G's pipes and pidfd; R relays the request to G and the reply back to the host (:mod:`_zygote_relay`).
 
-Why two: a fork and an exit cost the kernel time per mapping of the forking process, and pandas + sklearn (with the
-scipy modules they pull in) triple the interpreter's ~270 mappings. Runs that import them go to the heavy tier (the
-host routes by the code's imports, :mod:`agentrl_sandbox.preload`); every other run forks from a
-process a third the size. Both tiers run the same code with the same isolation; a misrouted run is only slower.
+Why tiers: a fork and an exit cost the kernel time per mapping and page-table entry of the forking process; sympy
+doubles the light interpreter's resident memory, pandas + sklearn (with the scipy modules they pull in) triple its
+mappings. A run forks from the smallest tier holding what it imports (the host routes by the code's imports,
+:mod:`agentrl_sandbox.preload`). Every tier runs the same code with the same isolation; a misrouted run is only slower.
 
 A run cannot see or signal the zygotes, other slots or the host (other pid namespaces), nor ptrace anything
 (non-dumpable processes, seccomp); RLIMIT_NPROC counts only its slot (per-user-namespace accounting).
@@ -35,7 +40,6 @@ import os
 import socket
 import sys
 import warnings
-from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _zygote_kernel import PR_SET_DUMPABLE, Settings, libc, recv_msg, send_msg
@@ -45,7 +49,7 @@ from _zygote_slot import worker
 del sys.path[0]  # the runs' sys.path is the interpreter's own plus their scratch dir
 MADV_COLLAPSE = 25  # Linux 6.1+
 HUGE_PAGE = 2 << 20
-TIERS = ("pool.sock", "heavy.sock")
+TIERS = ("pool.sock", "math.sock", "heavy.sock")  # bwrap.SOCKETS, in the order of cfg["preload"]
 
 
 def collapse_to_huge_pages() -> int:
@@ -96,35 +100,51 @@ def spawn(body, what: str, error_code: int) -> int:
     return pid
 
 
-def start_heavy(st: Settings, cfg: dict) -> tuple[int, dict]:
-    """Fork the heavy tier from the light zygote, before the light one freezes; returns (pid, its ready report)."""
-    light = set(sys.modules)
+def start_tier(st: Settings, cfg: dict, index: int) -> tuple[int | None, dict]:
+    """Fork the zygote of tier ``index`` (and, from it, the tiers after it) from this one, before this one freezes;
+    returns (its pid, the ready report of it and the tiers after it). (None, ready) past the last tier."""
+    if index >= len(cfg["preload"]):
+        return None, {"ready": True}
+    before = set(sys.modules)
     r, w = os.pipe()
 
-    def heavy_zygote() -> None:
+    def zygote() -> None:
         os.close(r)
-        loaded, failed = preload(cfg["preload_heavy"])
-        info = {"preloaded": loaded, "preload_failed": failed, "modules": sorted(set(sys.modules) - light)}
+        loaded, failed = preload(cfg["preload"][index])
+        modules = sorted(set(sys.modules) - before)
+        next_pid, after = start_tier(st, cfg, index + 1)
 
         def announce(report: dict) -> dict:
-            send_msg(w, {**report, **info})
+            report = merge_reports(report, loaded, failed, after)
+            report["tier_modules"] = {TIERS[index]: modules, **after.get("tier_modules", {})}
+            send_msg(w, report)
             return report
 
-        serve_tier(st, cfg, TIERS[1], announce)
+        serve_tier(st, cfg, TIERS[index], announce, next_pid)
 
-    pid = spawn(heavy_zygote, "heavy zygote", 4)
+    pid = spawn(zygote, f"zygote of {TIERS[index]}", 4)
     os.close(w)
     try:
         report = recv_msg(r)
     except (EOFError, ValueError) as exc:
-        report = {"ready": False, "error": f"the heavy zygote died while starting ({exc})"}
+        report = {"ready": False, "error": f"the zygote of {TIERS[index]} died while starting ({exc})"}
     os.close(r)
     return pid, report
 
 
-def serve_tier(st: Settings, cfg: dict, sock_name: str, announce, heavy_pid: int | None = None) -> None:
+def merge_reports(report: dict, loaded: list[str], failed: dict[str, str], after: dict) -> dict:
+    """This tier's ready ``report`` with what it preloaded and the report of the tiers after it."""
+    if report.get("ready") and not after.get("ready"):
+        report = {"ready": False, "error": after.get("error")}
+    report["preloaded"] = loaded + after.get("preloaded", [])
+    report["preload_failed"] = {**failed, **after.get("preload_failed", {})}
+    report["huge_pages_mb"] = report.get("huge_pages_mb", 0) + after.get("huge_pages_mb", 0)
+    return report
+
+
+def serve_tier(st: Settings, cfg: dict, sock_name: str, announce, next_pid: int | None = None) -> None:
     """Listen on ``sock_name``, freeze this interpreter, ``announce`` readiness (it returns the report it sent), then
-    keep ``slots`` slots alive. ``heavy_pid``: the heavy zygote, a child whose exit ends this one too."""
+    keep ``slots`` slots alive. ``next_pid``: the next tier's zygote, a child whose exit ends this one too."""
     if len(os.listdir("/proc/self/task")) != 1:  # unshare(CLONE_NEWUSER) needs a single-threaded process
         announce({"ready": False, "error": "zygote is multi-threaded after preloading; set OPENBLAS_NUM_THREADS=1"})
         sys.exit(2)
@@ -146,8 +166,8 @@ def serve_tier(st: Settings, cfg: dict, sock_name: str, announce, heavy_pid: int
         while len(children) < int(cfg["slots"]):
             children.add(spawn(lambda: worker(st, lambda: listener.accept()[0], [listener], reseed), "supervisor", 3))
         pid, status = os.wait()
-        if pid == heavy_pid:  # the host sees a dead pool, restarts it, and the log says why
-            sys.stderr.write(f"agentrl sandbox: the heavy zygote exited (status {status}); zygote exiting\n")
+        if pid == next_pid:  # the host sees a dead pool, restarts it, and the log says why
+            sys.stderr.write(f"agentrl sandbox: the next tier's zygote exited (status {status}); zygote exiting\n")
             sys.exit(4)
         children.discard(pid)
         failures = failures + 1 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3 else 0
@@ -169,24 +189,17 @@ def main() -> None:
         conn = socket.socket(fileno=int(cfg["oneshot_fd"]))
         worker(st, lambda: conn, [conn], Reseeder(), runs=1)
         return
-    loaded, failed = preload(cfg["preload"])
-    heavy_pid: int | None = None
-    heavy: dict[str, Any] = {"ready": True}
-    if cfg.get("preload_heavy"):
-        heavy_pid, heavy = start_heavy(st, cfg)
+    loaded, failed = preload(cfg["preload"][0])
+    next_pid, after = start_tier(st, cfg, 1)
 
     def announce(report: dict) -> dict:
-        if report.get("ready") and not heavy.get("ready"):
-            report = {"ready": False, "error": heavy.get("error")}
-        report["preloaded"] = loaded + heavy.get("preloaded", [])
-        report["preload_failed"] = {**failed, **heavy.get("preload_failed", {})}
-        report["heavy_modules"] = heavy.get("modules", [])
-        report["huge_pages_mb"] = report.get("huge_pages_mb", 0) + heavy.get("huge_pages_mb", 0)
+        report = merge_reports(report, loaded, failed, after)
+        report["tier_modules"] = after.get("tier_modules", {})
         report["python"] = sys.version.split()[0]
         send_msg(1, report)
         return report
 
-    serve_tier(st, cfg, TIERS[0], announce, heavy_pid)
+    serve_tier(st, cfg, TIERS[0], announce, next_pid)
 
 
 if __name__ == "__main__":

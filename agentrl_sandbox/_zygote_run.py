@@ -1,7 +1,8 @@
 """One run, G, inside the sandbox (standard library only): a fresh fork of the warm interpreter that sets itself up
 before its request exists, runs the model's code as ``__main__``, reports its exit status and exits.
 
-Set-up, per run, before the request: its own mount/net/ipc/uts namespaces, private tmpfs ``/tmp``, stdio on the slot's
+Set-up, per run, before the request: its own mount/ipc/uts namespaces (and network namespace: its slot's, which
+nothing of an earlier run is left in, or a fresh one, :func:`netns_dirty`), private tmpfs ``/tmp``, stdio on the slot's
 pipes, every other fd closed, fresh random seeds; once the request says its memory_mb (:func:`confine`): private
 ``/dev/shm`` of that size, no capabilities (the bounding set was emptied once by its slot), the seccomp filter,
 rlimits. What costs more than a syscall (the seccomp program, the RNG's address) is prepared
@@ -61,6 +62,14 @@ class Pipes:
         self.out_r, self.out_w = os.pipe()
         self.err_r, self.err_w = os.pipe()
 
+    @classmethod
+    def received(cls, fds: list[int]) -> Pipes:
+        """The supervisor's ends (ctl_w, rep_r, in_w, out_r, err_r) as passed to the relay; the run's ends are -1."""
+        pipes = cls.__new__(cls)
+        pipes.ctl_r = pipes.rep_w = pipes.in_r = pipes.out_w = pipes.err_w = -1
+        pipes.ctl_w, pipes.rep_r, pipes.in_w, pipes.out_r, pipes.err_r = fds
+        return pipes
+
     def supervisor_side(self) -> None:
         for fd in (self.ctl_r, self.rep_w, self.in_r, self.out_w, self.err_w):
             os.close(fd)
@@ -108,7 +117,8 @@ def run_code(st: Settings, pipes: Pipes, reseed: Reseeder, inherited: list) -> N
         for sock in inherited:
             sock.close()
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        net = CLONE_NEWNET if netns_dirty() else 0
+        check(libc.unshare(CLONE_NEWNS | net | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={st.scratch_mb}m,mode=700")
         for fd, target in ((pipes.in_r, 0), (pipes.out_w, 1), (pipes.err_w, 2)):
             os.dup2(fd, target)
@@ -134,6 +144,21 @@ def run_code(st: Settings, pipes: Pipes, reseed: Reseeder, inherited: list) -> N
     with contextlib.suppress(OSError):
         os.write(pipes.rep_w, struct.pack(">i", (status & 0xFF) << 8))
     os._exit(status)
+
+
+def netns_dirty() -> bool:
+    """Whether the slot's network namespace holds anything (fail closed: True when it cannot be read).
+
+    What a run can leave in a network namespace: with sockets of AF_UNIX only (seccomp), no capabilities and netlink
+    unreachable, that is a unix socket (an abstract name), and only while a process holds it or it sits in the kernel's
+    in-flight garbage (sockets passed over sockets, collected asynchronously). Every process of the earlier run is
+    gone by now (the slot's init swept them), so a socket listed here is such garbage: this run gets a namespace of
+    its own. G itself holds no socket of this namespace (the pool's listeners belong to the zygote's)."""
+    try:
+        with open("/proc/self/net/unix", "rb") as f:
+            return f.read().count(b"\n") != 1  # the header line only
+    except OSError:
+        return True
 
 
 def confine(st: Settings, memory_mb: int) -> None:

@@ -33,7 +33,7 @@ SANDBOX_UID = 65534  # nobody, when the host process is root
 SOCKET_DIR = "/run/agentrl"  # inside the sandbox
 SCRIPT_DIR = "/opt/agentrl"
 SCRIPTS = ("_zygote.py", "_zygote_kernel.py", "_zygote_run.py", "_zygote_slot.py", "_zygote_relay.py")  # 1st: program
-SOCKETS = {"light": "pool.sock", "heavy": "heavy.sock"}  # one listener per tier (_zygote.TIERS)
+SOCKETS = {"light": "pool.sock", "math": "math.sock", "heavy": "heavy.sock"}  # one per tier (_zygote.TIERS)
 MAX_PROCESSES = 64  # per run: its own user namespace makes RLIMIT_NPROC count that run only
 MAX_OPEN_FILES = 256
 MAX_FILE_MB = 64  # RLIMIT_FSIZE
@@ -91,8 +91,7 @@ class BwrapCommand:
         cfg: SandboxConfig,
         *,
         slots: int,
-        preload: list[str],
-        preload_heavy: Sequence[str] = (),
+        preload: Sequence[Sequence[str]],
         oneshot_fd: int | None = None,
     ) -> None:
         self.cfg = cfg
@@ -114,8 +113,7 @@ class BwrapCommand:
         settings = {
             "socket_dir": SOCKET_DIR,
             "site_dirs": inner_sites,
-            "preload": preload,
-            "preload_heavy": list(preload_heavy),
+            "preload": [list(modules) for modules in preload],  # per tier of SOCKETS, on top of the one before
             "slots": slots,
             "max_output_bytes": cfg.max_output_bytes,
             "scratch_mb": SCRATCH_MB,

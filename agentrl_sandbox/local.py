@@ -1,7 +1,7 @@
 """``local`` backend (the default): bubblewrap + a pool of warm interpreters, a fresh fork per request.
 
 The host side of :mod:`agentrl_sandbox._zygote`. One ``bwrap`` sandbox per backend instance holds the
-warm interpreters (two tiers, :mod:`~agentrl_sandbox.preload`); requests travel over a unix socket per
+warm interpreters (three tiers, :mod:`~agentrl_sandbox.preload`); requests travel over a unix socket per
 tier (length-prefixed JSON) and each runs in its own freshly forked, namespaced, rlimited, seccomp-filtered process
 (see the zygote's docstring for the process tree). ``pool_size`` runs execute at once; each tier keeps twice as many
 slots so a prepared run is waiting whenever a request arrives.
@@ -63,7 +63,7 @@ class LocalSandbox(Sandbox):
         self._proc: asyncio.subprocess.Process | None = None
         self._cmd: BwrapCommand | None = None
         self._info: dict[str, Any] = {}
-        self._router = Router(())
+        self._router = Router({})
         self.tier_calls = {tier: 0 for tier in SOCKETS}
         self._stderr_tail: list[str] = []
         self.restarts = 0
@@ -86,8 +86,7 @@ class LocalSandbox(Sandbox):
 
     # ------------------------------------------------------------------ lifecycle (on the backend loop)
     async def _start(self) -> None:
-        light, heavy = tiers()
-        cmd = BwrapCommand(self.cfg, slots=2 * self.pool_size, preload=light, preload_heavy=heavy)
+        cmd = BwrapCommand(self.cfg, slots=2 * self.pool_size, preload=tiers())
         self._cmd = cmd
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -119,7 +118,8 @@ class LocalSandbox(Sandbox):
                 f"{runtime_env.fix(self.cfg.runtime)}"
             )
         self._info = {"python": ready.get("python"), "preloaded": ready.get("preloaded", [])}
-        self._router = Router(ready.get("heavy_modules", ()))
+        sockets = {name: tier for tier, name in SOCKETS.items()}
+        self._router = Router({sockets[name]: modules for name, modules in ready.get("tier_modules", {}).items()})
         # Self-test: a real run through the whole chain of each tier, so a broken kernel feature fails here, closed.
         for tier in SOCKETS:
             probe = await self._execute_once("print(1+1)", None, 30.0, 512, {}, tier=tier)
@@ -199,7 +199,7 @@ class LocalSandbox(Sandbox):
         start = time.monotonic()
         if self._cmd is None:
             return ExecResult.infra("sandbox is not running")
-        tier = tier or ("heavy" if self._router.heavy(code) else "light")
+        tier = tier or self._router.tier(code)
         self.tier_calls[tier] += 1
         payload = encode_request(code, stdin, timeout_s, memory_mb, files)
         try:

@@ -1,11 +1,13 @@
-"""What the local pool's warm interpreters import, in two tiers, and which tier a run goes to.
+"""What the local pool's warm interpreters import, in three tiers, and which tier a run goes to.
 
 Every package of the sandbox's runtime (:data:`runtime_env.IMPORTS`) is imported once at start-up, so a run's
 ``import sympy`` is free and a package that does not import stops the start-up (fail closed) instead of failing every
-tool call. pandas and scikit-learn (with the scipy modules they pull in) triple the mappings of the interpreter, and
-forking and exiting cost the kernel time per mapping: they live in a second, *heavy* zygote, and only runs that import
-them (or a module only that zygote holds, e.g. ``scipy.optimize``) fork from it. :class:`Router` decides by the
-code's import statements plus any mention of a heavy package's name (``__import__("pandas")``); a run it misroutes
+tool call. Forking and exiting cost the kernel time per page-table entry and mapping of the forking interpreter, so
+the packages live in a chain of zygotes, each holding the previous one's plus its own (:data:`TIER_PACKAGES`):
+``light`` (numpy, scipy's top level, gmpy2, the standard modules), ``math`` (+ sympy, mpmath, networkx: twice
+light's resident memory) and ``heavy`` (+ pandas, scikit-learn and the scipy modules they pull in: three times the
+mappings). A run forks from the smallest tier that holds what its code imports. :class:`Router` decides by the
+code's import statements plus any mention of a tier's package name (``__import__("pandas")``); a run it misroutes
 works the same, only slower (it imports what it needs itself).
 """
 
@@ -16,7 +18,14 @@ from collections.abc import Iterable
 
 from agentrl_sandbox import runtime_env
 
-HEAVY_PACKAGES = ("pandas", "sklearn")
+# What each tier adds to the one before it; the first tier holds every other runtime package and STDLIB.
+TIER_PACKAGES: dict[str, tuple[str, ...]] = {
+    "light": (),
+    "math": ("sympy", "mpmath", "networkx"),
+    "heavy": ("pandas", "sklearn"),
+}
+TIER_NAMES = tuple(TIER_PACKAGES)
+HEAVY_PACKAGES = TIER_PACKAGES["heavy"]
 STDLIB = (
     # The standard modules competitive-programming code imports.
     "math numpy.random cmath fractions decimal statistics itertools functools collections heapq bisect "
@@ -26,11 +35,12 @@ _STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+([^\n;#]
 _SPLIT = re.compile(r"[;\n]")
 
 
-def tiers() -> tuple[list[str], list[str]]:
-    """(light, heavy): what the zygote imports, and what the heavy zygote adds on top."""
+def tiers() -> list[list[str]]:
+    """What each zygote of :data:`TIER_NAMES` imports on top of the one before it."""
     packages = list(runtime_env.IMPORTS.values())
-    light = [p for p in packages if p not in HEAVY_PACKAGES] + STDLIB
-    return light, [p for p in packages if p in HEAVY_PACKAGES]
+    later = {p for extra in TIER_PACKAGES.values() for p in extra}
+    first = [p for p in packages if p not in later] + STDLIB
+    return [first] + [[p for p in packages if p in TIER_PACKAGES[name]] for name in TIER_NAMES[1:]]
 
 
 def imported_modules(code: str) -> set[str]:
@@ -48,26 +58,33 @@ def imported_modules(code: str) -> set[str]:
 
 
 class Router:
-    """Picks the tier of a run from its code. ``heavy_modules``: what only the heavy zygote has imported.
+    """Picks the tier of a run from its code. ``tier_modules``: per tier after the first, what its zygote imported on
+    top of the tier before it (as the zygotes report it).
 
-    Heavy: a heavy package named anywhere, or an imported submodule of a runtime package that only the heavy zygote
-    holds (``scipy.optimize``). Standard modules the heavy packages happened to import (``csv``) stay light: importing
-    one in a run costs less than forking the heavy interpreter.
+    A tier is needed when one of its packages is named anywhere in the code, or the code imports a submodule of a
+    runtime package that only it holds (``scipy.optimize``); the run goes to the last tier it needs. Standard modules a
+    tier's packages happened to import (``csv``) are not counted: importing one in a run costs less than forking the
+    larger interpreter.
     """
 
-    def __init__(self, heavy_modules: Iterable[str]) -> None:
+    def __init__(self, tier_modules: dict[str, Iterable[str]]) -> None:
         runtime = set(runtime_env.IMPORTS.values())
-        self.heavy_modules = frozenset(m for m in heavy_modules if m.split(".")[0] in runtime)
-        packages = sorted({m.split(".")[0] for m in self.heavy_modules} & set(HEAVY_PACKAGES))
-        self._mention = re.compile(r"\b(?:" + "|".join(packages) + r")\b") if packages else None
+        self._tiers: list[tuple[str, frozenset[str], re.Pattern[str] | None]] = []
+        for name in reversed(TIER_NAMES[1:]):
+            modules = frozenset(m for m in tier_modules.get(name, ()) if m.split(".")[0] in runtime)
+            packages = sorted({m.split(".")[0] for m in modules} & set(TIER_PACKAGES[name]))
+            mention = re.compile(r"\b(?:" + "|".join(packages) + r")\b") if packages else None
+            self._tiers.append((name, modules, mention))
 
-    def heavy(self, code: str) -> bool:
-        if self._mention is None:
-            return False
-        if self._mention.search(code):
-            return True
-        for name in imported_modules(code):
-            parts = name.split(".")
-            if any(".".join(parts[:i]) in self.heavy_modules for i in range(1, len(parts) + 1)):
-                return True
-        return False
+    def tier(self, code: str) -> str:
+        names: set[str] | None = None
+        for name, modules, mention in self._tiers:
+            if mention is not None and mention.search(code):
+                return name
+            if names is None:
+                names = imported_modules(code)
+            for imported in names:
+                parts = imported.split(".")
+                if any(".".join(parts[:i]) in modules for i in range(1, len(parts) + 1)):
+                    return name
+        return TIER_NAMES[0]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE, descendants, settled_count
 
-# Runs fork from one of two warm interpreters (preload.Router): a code prefix that sends a run to each.
-TIERS = {"light": "", "heavy": "import pandas\n"}
+# Runs fork from one of three warm interpreters (preload.Router): a code prefix that sends a run to each.
+TIERS = {"light": "", "math": "import sympy\n", "heavy": "import pandas\n"}
 
 
 def run_in(pool, tier: str, code: str, **kwargs):
@@ -256,6 +256,43 @@ def test_runs_are_independent(pool, tier):
     assert len(a) == len(b) == 3 and all(x != y for x, y in zip(a, b, strict=True)), (a, b)  # each fork reseeded
     assert pool.run("x = 1").status == "ok"
     assert pool.run("print(x)").status == "runtime_error"  # no state carried between runs
+
+
+PLANT = (
+    "import os, socket, time\n"
+    "held = socket.socket(socket.AF_UNIX); held.bind('\\0agentrl-held'); held.listen(1)\n"
+    "if os.fork() == 0:\n"
+    "    time.sleep(60)  # holds the named socket until the slot's sweep\n"
+    "    os._exit(0)\n"
+    "flying = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); flying.bind('\\0agentrl-inflight')\n"
+    "a, b = socket.socketpair()\n"
+    "socket.send_fds(a, [b'x'], [flying.fileno(), b.fileno()])  # b in its own queue: only the kernel's GC frees it\n"
+    "for s in (flying, a, b):\n"
+    "    s.close()\n"
+    "print('planted')\n"
+)
+PROBE = (
+    "import socket\n"
+    "print(open('/proc/self/net/unix').read().count('\\n'))  # the header line only: no socket of anyone\n"
+    "for name in ('\\0agentrl-held', '\\0agentrl-inflight'):\n"
+    "    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+    "    try:\n"
+    "        s.bind(name); print('free')\n"
+    "    except OSError as e:\n"
+    "        print('TAKEN', e)\n"
+    "    s.close()\n"
+)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_no_socket_of_a_run_is_left_for_a_later_run_of_its_slot(pool, tier):
+    # A slot's runs share its network namespace in turn (issue 44): what a run can leave there is a unix socket,
+    # held by a process (swept) or in flight (collected by the kernel later; the next run then gets a fresh one).
+    # 12 plant/probe pairs over 2 x pool_size slots: every slot's later runs are probed.
+    for _ in range(12):
+        assert run_in(pool, tier, PLANT).stdout == "planted\n"
+        res = run_in(pool, tier, PROBE)
+        assert res.status == "ok" and res.stdout == "1\nfree\nfree\n", res
 
 
 # ---------------------------------------------------------------- issue 34: the red team's attacks 1-7
