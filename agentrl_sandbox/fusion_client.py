@@ -30,11 +30,13 @@ training metrics (the recipe's agentrl_recipe/training/sandbox_routes.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import random
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -48,6 +50,9 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 DEADLINE_FLOOR_SLACK_S = 2.0  # the total deadline is never shorter than the run's timeout + this
 BACKOFF_BASE_S = 0.2
 BACKOFF_MAX_S = 5.0
+# After the answer line, how long the end of a progress stream may take to come (our server ends it at once). A stream
+# read to its end leaves its connection to the next call; one closed early costs a TCP connect per call.
+STREAM_END_S = 1.0
 
 
 @dataclasses.dataclass
@@ -209,6 +214,8 @@ class SandboxFusionClient(Sandbox):
             if not isinstance(obj, dict):
                 return Attempt("server_error", error=f"unreadable progress line: {line[:200]!r}")
             if PROGRESS_KEY not in obj:
+                clock.reschedule(None)  # the answer is in: only the stream end's own bound is left
+                await _read_to_end(lines)
                 return self._attempt(server, 200, resp.headers, line.encode(), progress)
             progress.heard(obj, asyncio.get_running_loop().time())
 
@@ -308,6 +315,15 @@ class SandboxFusionClient(Sandbox):
     @staticmethod
     def _since(start: float) -> float:
         return time.monotonic() - start
+
+
+async def _read_to_end(lines: AsyncIterator[str]) -> None:
+    """The rest of a progress stream after its answer: its end, so httpx keeps the connection for the next call. A
+    server that sends more, or does not end the stream within :data:`STREAM_END_S`, only loses the connection."""
+    with contextlib.suppress(TimeoutError, httpx.TransportError):
+        async with asyncio.timeout(STREAM_END_S):
+            async for _ in lines:
+                return
 
 
 def _detail(status: int, content: bytes) -> str:

@@ -76,6 +76,26 @@ def test_sandbox_fusion_own_client_works_against_our_server(server_url):
     assert sandbox_fusion.summary_run_code_result(tle, mapping) == "tle"
 
 
+def test_sequential_calls_share_one_connection(pool):
+    """A progress stream read to its end leaves its connection to the next call (closed at the answer line, it cost a
+    TCP connect and close a call on both sides)."""
+    app, ports = create_app(pool), []
+
+    async def recording(scope, receive, send):
+        if scope["type"] == "http" and scope["path"] == "/run_code":
+            ports.append(scope["client"][1])  # the client's port: one per connection
+        await app(scope, receive, send)
+
+    with serve(recording) as url:
+        c = client(url)
+        try:
+            results = [c.run(f"print({i})") for i in range(20)]
+        finally:
+            c.close()
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(20)]
+    assert len(ports) == 20 and len(set(ports)) == 1, ports
+
+
 def test_server_rejects_what_it_cannot_run(server_url):
     import httpx
 
