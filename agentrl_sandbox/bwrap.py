@@ -33,7 +33,8 @@ SANDBOX_UID = 65534  # nobody, when the host process is root
 SOCKET_DIR = "/run/agentrl"  # inside the sandbox
 SCRIPT_DIR = "/opt/agentrl"
 SCRIPTS = ("_zygote.py", "_zygote_kernel.py", "_zygote_run.py", "_zygote_slot.py", "_zygote_relay.py")  # 1st: program
-SOCKETS = {"light": "pool.sock", "math": "math.sock", "heavy": "heavy.sock"}  # one per tier (_zygote.TIERS)
+# One per tier (_zygote.TIERS): the first tier's is the pool's socket.
+SOCKETS = {"bare": "pool.sock", "light": "light.sock", "math": "math.sock", "heavy": "heavy.sock"}
 MAX_PROCESSES = 64  # per run: its own user namespace makes RLIMIT_NPROC count that run only
 MAX_OPEN_FILES = 256
 MAX_FILE_MB = 64  # RLIMIT_FSIZE

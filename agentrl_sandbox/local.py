@@ -1,7 +1,7 @@
 """``local`` backend (the default): bubblewrap + a pool of warm interpreters, a fresh fork per request.
 
 The host side of :mod:`agentrl_sandbox._zygote`. One ``bwrap`` sandbox per backend instance holds the
-warm interpreters (three tiers, :mod:`~agentrl_sandbox.preload`); requests travel over a unix socket per
+warm interpreters (four tiers, :mod:`~agentrl_sandbox.preload`); requests travel over a unix socket per
 tier (length-prefixed JSON) and each runs in its own freshly forked, namespaced, rlimited, seccomp-filtered process
 (see the zygote's docstring for the process tree). ``pool_size`` runs execute at once; each tier keeps twice as many
 slots so a prepared run is waiting whenever a request arrives.
@@ -34,7 +34,7 @@ from agentrl_sandbox.bwrap import (
 )
 from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE, SandboxConfig
 from agentrl_sandbox.cpus import usable_cpus
-from agentrl_sandbox.preload import Router, tiers
+from agentrl_sandbox.preload import TIER_NAMES, Router, tiers
 from agentrl_sandbox.types import PROBE_CODE, PROBE_MEMORY_MB, ExecResult, Sandbox, SandboxError, mark_slot
 
 logger = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class LocalSandbox(Sandbox):
 
     async def aprobe(self, timeout_s: float) -> ExecResult:
         """The deep health check's run, outside the pool's queue (it takes one of the standby slots, so a pool whose
-        ``pool_size`` runs are all busy still answers it): a fork through the light tier's whole chain."""
+        ``pool_size`` runs are all busy still answers it): a fork through the first tier's whole chain."""
         return await asyncio.wrap_future(self.submit(self._probe(timeout_s)))
 
     async def _probe(self, timeout_s: float) -> ExecResult:
@@ -168,7 +168,7 @@ class LocalSandbox(Sandbox):
             await self._ensure_running()
         except SandboxError as exc:
             return ExecResult.infra(str(exc))
-        return await self._execute_once(PROBE_CODE, None, timeout_s, PROBE_MEMORY_MB, {}, tier="light")
+        return await self._execute_once(PROBE_CODE, None, timeout_s, PROBE_MEMORY_MB, {}, tier=TIER_NAMES[0])
 
     # ------------------------------------------------------------------ one request
     async def _execute(

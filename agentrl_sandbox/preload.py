@@ -1,14 +1,16 @@
-"""What the local pool's warm interpreters import, in three tiers, and which tier a run goes to.
+"""What the local pool's warm interpreters import, in four tiers, and which tier a run goes to.
 
-Every package of the sandbox's runtime (:data:`runtime_env.IMPORTS`) is imported once at start-up, so a run's
-``import sympy`` is free and a package that does not import stops the start-up (fail closed) instead of failing every
-tool call. Forking and exiting cost the kernel time per page-table entry and mapping of the forking interpreter, so
-the packages live in a chain of zygotes, each holding the previous one's plus its own (:data:`TIER_PACKAGES`):
-``light`` (numpy, scipy's top level, gmpy2, the standard modules), ``math`` (+ sympy, mpmath, networkx: twice
-light's resident memory) and ``heavy`` (+ pandas, scikit-learn and the scipy modules they pull in: three times the
-mappings). A run forks from the smallest tier that holds what its code imports. :class:`Router` decides by the
-code's import statements plus any mention of a tier's package name (``__import__("pandas")``); a run it misroutes
-works the same, only slower (it imports what it needs itself).
+Every package of the sandbox's runtime (:data:`runtime_env.IMPORTS`) is imported once at start-up, so a run's ``import
+sympy`` is free and a package that does not import stops the start-up (fail closed) instead of failing every tool call.
+Forking and exiting cost the kernel time per page-table entry and mapping of the forking interpreter, so the packages
+live in a chain of zygotes, each holding the previous one's plus its own (:data:`TIER_PACKAGES`): ``bare`` (the standard
+modules competitive-programming code imports), ``light`` (+ numpy, scipy's top level, gmpy2), ``math`` (+ sympy, mpmath,
+networkx: twice light's resident memory) and ``heavy`` (+ pandas, scikit-learn and the scipy modules they pull in: three
+times the mappings). Code that imports no runtime package (arithmetic, string work, ``print(1)``) forks the bare
+interpreter: 15 MB resident and 80 mappings against light's 38 MB and 237, so its fork and exit cost the kernel that
+much less (a trivial pool call: 5.8 -> 4.0 ms of CPU, docs/sandbox.md). A run forks from the smallest tier that holds
+what its code imports. :class:`Router` decides by the code's import statements plus any mention of a tier's package name
+(``__import__("pandas")``); a run it misroutes works the same, only slower (it imports what it needs itself).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from agentrl_sandbox import runtime_env
 
 # What each tier adds to the one before it; the first tier holds every other runtime package and STDLIB.
 TIER_PACKAGES: dict[str, tuple[str, ...]] = {
-    "light": (),
+    "bare": (),
+    "light": ("numpy", "scipy", "gmpy2"),
     "math": ("sympy", "mpmath", "networkx"),
     "heavy": ("pandas", "sklearn"),
 }
@@ -28,9 +31,10 @@ TIER_NAMES = tuple(TIER_PACKAGES)
 HEAVY_PACKAGES = TIER_PACKAGES["heavy"]
 STDLIB = (
     # The standard modules competitive-programming code imports.
-    "math numpy.random cmath fractions decimal statistics itertools functools collections heapq bisect "
+    "math cmath fractions decimal statistics itertools functools collections heapq bisect "
     "re string random typing json copy operator dataclasses array"
 ).split()
+TIER_SUBMODULES = {"light": ("numpy.random",)}  # submodules a tier imports beyond its packages' top level
 _STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+([^\n;#]*)|import[ \t]+([^\n;#]*))", re.M)
 _SPLIT = re.compile(r"[;\n]")
 
@@ -40,7 +44,11 @@ def tiers() -> list[list[str]]:
     packages = list(runtime_env.IMPORTS.values())
     later = {p for extra in TIER_PACKAGES.values() for p in extra}
     first = [p for p in packages if p not in later] + STDLIB
-    return [first] + [[p for p in packages if p in TIER_PACKAGES[name]] for name in TIER_NAMES[1:]]
+    extra = [
+        [p for p in packages if p in TIER_PACKAGES[name]] + list(TIER_SUBMODULES.get(name, ()))
+        for name in TIER_NAMES[1:]
+    ]
+    return [first, *extra]
 
 
 def imported_modules(code: str) -> set[str]:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE, descendants, settled_count
 
-# Runs fork from one of three warm interpreters (preload.Router): a code prefix that sends a run to each.
-TIERS = {"light": "", "math": "import sympy\n", "heavy": "import pandas\n"}
+# Runs fork from one of four warm interpreters (preload.Router): a code prefix that sends a run to each.
+TIERS = {"bare": "", "light": "import numpy\n", "math": "import sympy\n", "heavy": "import pandas\n"}
 
 
 def run_in(pool, tier: str, code: str, **kwargs):
@@ -252,6 +252,8 @@ def test_cannot_hijack_the_pool_socket(pool):
 @pytest.mark.parametrize("tier", TIERS)
 def test_runs_are_independent(pool, tier):
     draws = "import random, numpy; print(random.random(), numpy.random.rand(), numpy.random.normal())"
+    if tier == "bare":  # its interpreter holds no numpy (a run importing it gets a fresh one): Python's RNG alone
+        draws = "import random; print(random.random(), random.getrandbits(64), random.random())"
     a, b = (run_in(pool, tier, draws).stdout.split() for _ in range(2))
     assert len(a) == len(b) == 3 and all(x != y for x, y in zip(a, b, strict=True)), (a, b)  # each fork reseeded
     assert pool.run("x = 1").status == "ok"

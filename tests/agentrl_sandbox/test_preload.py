@@ -1,16 +1,17 @@
-"""Which zygote a run forks from: the smallest tier holding what the code imports (light, math, heavy)."""
+"""Which zygote a run forks from: the smallest tier holding what the code imports (bare, light, math, heavy)."""
 
 from __future__ import annotations
 
 import pytest
 
 from agentrl_sandbox import runtime_env
-from agentrl_sandbox.preload import TIER_NAMES, TIER_PACKAGES, Router, imported_modules, tiers
+from agentrl_sandbox.preload import STDLIB, TIER_NAMES, TIER_PACKAGES, Router, imported_modules, tiers
 
 # What each zygote reports on top of the one before it: its packages, scipy modules they pull in, stdlib modules.
+LIGHT_ONLY = ["numpy", "numpy.core", "numpy.random", "scipy", "gmpy2", "pickle"]
 MATH_ONLY = ["sympy", "sympy.core", "mpmath", "networkx", "networkx.algorithms", "scipy.sparse", "fractions2"]
 HEAVY_ONLY = ["pandas", "pandas.core.frame", "sklearn", "sklearn.linear_model", "scipy.optimize", "csv", "uuid"]
-ROUTER = Router({"math": MATH_ONLY, "heavy": HEAVY_ONLY})
+ROUTER = Router({"light": LIGHT_ONLY, "math": MATH_ONLY, "heavy": HEAVY_ONLY})
 
 
 @pytest.mark.parametrize(
@@ -49,16 +50,29 @@ def test_math_imports_go_to_the_math_zygote(code):
 @pytest.mark.parametrize(
     "code",
     [
-        "print(1)",
         "import numpy as np\nprint(np.eye(2))",
-        "import csv, uuid  # standard modules: cheaper to import in the run than to fork the heavy interpreter",
         "from scipy import special",
-        "pandasql = 3\nsympyx = 4\nprint(pandasql, sympyx)",
+        "import gmpy2",
+        "from numpy.random import default_rng",
+        "x = __import__('numpy')",
+    ],
+)
+def test_numpy_scipy_and_gmpy2_go_to_the_light_zygote(code):
+    assert ROUTER.tier(code) == "light"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "print(1)",
+        "from fractions import Fraction\nimport math, itertools\nprint(Fraction(1, 3) + math.comb(5, 2))",
+        "import csv, uuid  # standard modules: cheaper to import in the run than to fork a larger interpreter",
+        "pandasql = 3\nsympyx = 4\nnumpyish = 5\nprint(pandasql, sympyx, numpyish)",
         "import fractions2",  # not a runtime package: never counted, whatever a zygote reported
     ],
 )
-def test_everything_else_stays_light(code):
-    assert ROUTER.tier(code) == "light"
+def test_code_without_runtime_packages_stays_bare(code):
+    assert ROUTER.tier(code) == "bare"
 
 
 def test_import_statements_are_read_in_every_form():
@@ -68,10 +82,11 @@ def test_import_statements_are_read_in_every_form():
 
 
 def test_tiers_split_the_runtime_and_nothing_routes_past_the_zygotes_there_are():
-    light, math, heavy = tiers()
-    assert TIER_NAMES == ("light", "math", "heavy")
+    bare, light, math, heavy = tiers()
+    assert TIER_NAMES == ("bare", "light", "math", "heavy")
+    assert sorted(light) == ["gmpy2", "numpy", "numpy.random", "scipy"]
     assert sorted(math) == ["mpmath", "networkx", "sympy"] and sorted(heavy) == ["pandas", "sklearn"]
     assert sorted(TIER_PACKAGES["heavy"]) == sorted(heavy)
-    assert {"numpy", "scipy", "gmpy2"} <= set(light) and not set(light) & set(math + heavy)
-    assert set(light) | set(math) | set(heavy) >= set(runtime_env.IMPORTS.values())
-    assert Router({}).tier("import pandas, sympy") == "light"
+    assert set(bare) == set(STDLIB) and not set(bare) & set(runtime_env.IMPORTS.values())
+    assert set(bare) | set(light) | set(math) | set(heavy) >= set(runtime_env.IMPORTS.values())
+    assert Router({}).tier("import pandas, sympy") == "bare"

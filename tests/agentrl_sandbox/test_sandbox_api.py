@@ -197,13 +197,14 @@ def test_pool_restarts_after_its_interpreter_or_heavy_zygote_dies():
         if res.status == "infra_error":  # the kill raced a connection; the next call restarts
             res = sb.run("print('back')")
         assert res.stdout == "back\n" and sb.restarts == 1
-        # The heavy zygote (pandas, sklearn) dying takes the pool down with it (through the math zygote it was forked
-        # from): restarted on the next call too.
+        # The heavy zygote (pandas, sklearn) dying takes the pool down with it (through the math and light zygotes it
+        # was forked from): restarted on the next call too.
         [inner_bwrap] = children(sb._proc.pid)
         [zygote] = children(inner_bwrap)
-        math = max(children(zygote), key=rss_kb)  # it holds sympy: the largest of the light zygote's children
+        light = max(children(zygote), key=rss_kb)  # it holds numpy: the largest of the bare zygote's children
+        math = max(children(light), key=rss_kb)  # it holds sympy: the largest of the light zygote's children
         heavy = max(children(math), key=rss_kb)  # it holds pandas: by far the largest of the math zygote's children
-        assert rss_kb(heavy) > rss_kb(math) > rss_kb(zygote)
+        assert rss_kb(heavy) > rss_kb(math) > rss_kb(light) > rss_kb(zygote)
         os.kill(heavy, signal.SIGKILL)
         time.sleep(0.3)
         res = sb.run("import pandas; print('back')")
