@@ -30,6 +30,9 @@ TIMES_AND_NUMBERS = re.compile(r"\d+")
 RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")  # Ray's own dedup suffix: the same warning
 CONFIG_DUMP_START = "{'"  # pprint / print of a DictConfig: {'actor_rollout_ref': {...
 CONFIG_DUMP_MIN_CHARS = 2000  # a short dict on its own line is output, not a dump
+# How a pprint line that goes on below ends: a comma or an opening bracket, or ": " after a key whose value is too wide
+# (any other ending, inside the dump: Ray's log monitor split the line).
+LINE_ENDS = (",", "{", "[", "(", ": ")
 # A JSON object printed over several lines ("{" alone, ..., "}" alone): verl's dataset prints the tool schemas each
 # time one is built (the train set, the val set, every agent-loop worker: 20 lines each). A repeat is hidden.
 BLOCK_START, BLOCK_END = "{", "}"
@@ -57,6 +60,33 @@ def warning_key(content: str) -> str | None:
     return TIMES_AND_NUMBERS.sub("#", RAY_REPEATED.sub("", content)).strip()
 
 
+class Brackets:
+    """The brackets left open by Python-literal text read in pieces (pprint's output), string literals skipped: a
+    config dump is whole when they are all closed again."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""  # the quote of the string literal the text stopped in ("" outside one)
+        self._escaped = False
+
+    def feed(self, text: str) -> int:
+        for char in text:
+            if self.quote:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == self.quote:
+                    self.quote = ""
+            elif char in "'\"":
+                self.quote = char
+            elif char in "{[(":
+                self.depth += 1
+            elif char in "}])":
+                self.depth -= 1
+        return self.depth
+
+
 class LogStream:
     """Filters a trainer's output line by line (:meth:`feed`), writing what it shows to ``out``."""
 
@@ -73,6 +103,7 @@ class LogStream:
         self._shown = 0  # bytes of the pending line already shown (a progress bar's \r updates)
         self._dump: list[str] = []  # the config dump being collected
         self._dump_who: str | None = None
+        self._brackets = Brackets()  # of the dump being collected
         self._dropped_last = False  # the last line was a hidden repeat: its indented continuation goes too
         self._block: list[tuple[str, str]] = []  # a multi-line JSON object being collected: (line, content)
         self._block_who = ""
@@ -98,10 +129,7 @@ class LogStream:
         text = tail.decode(errors="replace")
         who, content = split_prefix(text)
         if self._dump_who == who:  # another worker's line, interleaved by Ray, goes on below and the dump stays open
-            # pprint breaks after a key whose value is too wide ("{'actor_rollout_ref': " alone, then "{'actor': ...")
-            opened = self._dump[-1].rstrip().endswith(":")
-            if content.startswith(" ") or opened:
-                self._dump.append(text)
+            if self._continue_dump(text, content):
                 return
             self._end_dump()
         if self._block:
@@ -116,7 +144,9 @@ class LogStream:
             return
         if content.startswith(CONFIG_DUMP_START) and not is_error(content) and self._dump_who is None:
             self._write(head + b"\r" if head else b"")
-            self._dump, self._dump_who = [text], who
+            self._dump, self._dump_who, self._brackets = [text], who, Brackets()
+            if self._brackets.feed(content) <= 0:  # whole on one line (verl's SFT trainer prints it so)
+                self._end_dump()
             return
         key = warning_key(content)
         continuation = self._dropped_last and content.startswith(" ") and not is_error(content)
@@ -130,6 +160,25 @@ class LogStream:
         if key is not None:
             self.seen.add(key)
         self._write(line[shown:] + b"\n")
+
+    def _continue_dump(self, text: str, content: str) -> bool:
+        """Whether the dump's worker's next line belongs to the dump (it is added, and the dump ended once whole).
+
+        pprint indents every line after the first, or breaks after a key whose value is too wide. Under load Ray's log
+        monitor forwards a line the worker had half written as two lines, the second starting anywhere ("}," or ": "):
+        while the dump's brackets are open, a piece that follows a line pprint did not end there is joined to it."""
+        if is_error(content) or self._brackets.depth <= 0:
+            return False
+        last = self._dump[-1]
+        if self._brackets.quote or not (content.startswith(" ") or last.endswith(LINE_ENDS)):
+            self._dump[-1] += content  # the rest of a line Ray forwarded in two pieces
+        elif content.startswith(" ") or last.endswith(": "):
+            self._dump.append(text)
+        else:
+            return False
+        if self._brackets.feed(content) <= 0:
+            self._end_dump()
+        return True
 
     def _end_block(self, *, repeat_only: bool) -> None:
         """Show the collected block, or count it as a repeat when a complete copy of it was shown before."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import pprint
 from pathlib import Path
 
 from agentrl_recipe.launcher import log_stream
@@ -115,3 +116,57 @@ def test_another_workers_line_inside_the_dump_is_shown_and_the_dump_stays_whole(
     out, _ = shown(["\n".join([*DUMP[:40], other, *DUMP[40:], f"{TASK}step:1"]) + "\n"], tmp_path)
     assert out == [other, f"verl's composed config (81 lines): {tmp_path}/verl_config.txt", f"{TASK}step:1"]
     assert (tmp_path / "verl_config.txt").read_text().count("key_") == 80
+
+
+def _pprinted_config() -> list[str]:
+    """A verl-like pprint dump: nested to several levels, with strings pprint quotes in both ways and a backslash."""
+    config = {
+        "actor_rollout_ref": {
+            "actor": {f"key_{i}": "x" * 40 for i in range(40)},  # over CONFIG_DUMP_MIN_CHARS: a dump
+            "rollout": {"name": "vllm", "stop": ["it's", 'say "hi"', "a\\b {"], "engine_kwargs": {"vllm": {}}},
+        },
+        "trainer": {"logger": ["console", "file"], "project_name": "agentrl_recipe", "ray_wait_register_center": 300},
+    }
+    return pprint.pformat(config, width=80).splitlines()
+
+
+def test_a_dump_line_ray_forwarded_in_pieces_is_joined_and_the_dump_stays_one(tmp_path: Path) -> None:
+    """Under load Ray's log monitor reads a line the worker has half written and forwards it as two lines, the second
+    starting anywhere ("}," or ": " at column 0, inside a string): the pieces are joined in the file, and the dump is
+    one announcement (the filter ended it at such a piece: 3 announcements for 2 dumps in a CI run)."""
+    dump = _pprinted_config()
+
+    def at(part: str) -> tuple[int, int]:
+        return next((i, line.index(part)) for i, line in enumerate(dump) if part in line)
+
+    cuts = dict(
+        [
+            at("},"),  # "}," at column 0
+            at(": 'xxxx"),  # ": " at column 0
+            at('"hi"'),  # inside a string literal (the line's strings also hold a quote, a backslash and a "{")
+            (at("'console', ")[0], at("'console', ")[1] + len("'console', ")),  # after ", "
+        ]
+    )
+    assert len(cuts) == 4 and all(0 < abs(at) < len(dump[i]) for i, at in cuts.items()), cuts
+    other = f"{WORKER.format(pid=7)}INFO: loading weights"
+    lines = []
+    for i, line in enumerate(dump):
+        pieces = [line[: cuts[i]], line[cuts[i] :]] if i in cuts else [line]
+        lines += [f"{TASK}{piece}" for piece in pieces]
+        if i == 3:
+            lines.append(other)  # another worker's line between two of the dump's
+    out, _ = shown(["\n".join([*lines, f"{TASK}step:1"]) + "\n"], tmp_path)
+    assert out == [other, f"verl's composed config ({len(dump)} lines): {tmp_path}/verl_config.txt", f"{TASK}step:1"]
+    assert (tmp_path / "verl_config.txt").read_text() == "".join(f"{TASK}{line}\n" for line in dump)
+
+
+def test_a_dump_is_announced_as_soon_as_its_brackets_close(tmp_path: Path) -> None:
+    """The dump ends at its last line, not at the worker's next one (which may come minutes later, or never)."""
+    dump = [f"{TASK}{line}" for line in _pprinted_config()]
+    out = io.BytesIO()
+    stream = log_stream.LogStream(tmp_path, out)  # type: ignore[arg-type]  # BytesIO is a BinaryIO
+    stream.feed(("\n".join(dump) + "\n").encode())  # and nothing more yet: the stream is not closed
+    assert out.getvalue().decode().splitlines() == [
+        f"verl's composed config ({len(dump)} lines): {tmp_path}/verl_config.txt"
+    ]
+    assert stream.close() is None
