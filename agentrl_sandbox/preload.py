@@ -35,6 +35,9 @@ STDLIB = (
     "re string random typing json copy operator dataclasses array"
 ).split()
 TIER_SUBMODULES = {"light": ("numpy.random",)}  # submodules a tier imports beyond its packages' top level
+# The packages a run imports itself (runtime_env.EXTRA_IMPORTS, not preloaded) and the tier holding what they import:
+# matplotlib on the bare interpreter would import numpy itself too, statsmodels pandas.
+EXTRA_TIERS = {"matplotlib": "light", "cvxpy": "light", "numba": "light", "xgboost": "light", "statsmodels": "heavy"}
 _STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+([^\n;#]*)|import[ \t]+([^\n;#]*))", re.M)
 _SPLIT = re.compile(r"[;\n]")
 
@@ -69,8 +72,9 @@ class Router:
     """Picks the tier of a run from its code. ``tier_modules``: per tier after the first, what its zygote imported on
     top of the tier before it (as the zygotes report it).
 
-    A tier is needed when one of its packages is named anywhere in the code, or the code imports a submodule of a
-    runtime package that only it holds (``scipy.optimize``); the run goes to the last tier it needs. Standard modules a
+    A tier is needed when one of its packages (or of the :data:`EXTRA_TIERS` sent to it) is named anywhere in the code,
+    or the code imports a submodule of a runtime package that only it holds (``scipy.optimize``); the run goes to the
+    last tier it needs. Standard modules a
     tier's packages happened to import (``csv``) are not counted: importing one in a run costs less than forking the
     larger interpreter.
     """
@@ -81,6 +85,7 @@ class Router:
         for name in reversed(TIER_NAMES[1:]):
             modules = frozenset(m for m in tier_modules.get(name, ()) if m.split(".")[0] in runtime)
             packages = sorted({m.split(".")[0] for m in modules} & set(TIER_PACKAGES[name]))
+            packages += sorted(extra for extra, tier in EXTRA_TIERS.items() if tier == name)
             mention = re.compile(r"\b(?:" + "|".join(packages) + r")\b") if packages else None
             self._tiers.append((name, modules, mention))
 

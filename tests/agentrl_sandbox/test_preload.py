@@ -25,6 +25,7 @@ ROUTER = Router({"light": LIGHT_ONLY, "math": MATH_ONLY, "heavy": HEAVY_ONLY})
         "import scipy.optimize as opt",
         "from scipy import optimize",
         "pd = __import__('pandas')",
+        "import statsmodels.api as sm",  # not preloaded, but it imports pandas
         "import sympy\nimport pandas",  # both: the heavy tier holds the math tier's packages too
     ],
 )
@@ -55,6 +56,8 @@ def test_math_imports_go_to_the_math_zygote(code):
         "import gmpy2",
         "from numpy.random import default_rng",
         "x = __import__('numpy')",
+        "import matplotlib.pyplot as plt",  # not preloaded, but it imports numpy: forked with numpy ready
+        "from numba import njit",
     ],
 )
 def test_numpy_scipy_and_gmpy2_go_to_the_light_zygote(code):
@@ -69,6 +72,7 @@ def test_numpy_scipy_and_gmpy2_go_to_the_light_zygote(code):
         "import csv, uuid  # standard modules: cheaper to import in the run than to fork a larger interpreter",
         "pandasql = 3\nsympyx = 4\nnumpyish = 5\nprint(pandasql, sympyx, numpyish)",
         "import fractions2",  # not a runtime package: never counted, whatever a zygote reported
+        "import pulp",  # not preloaded, and pure Python: nothing of a larger interpreter helps it
     ],
 )
 def test_code_without_runtime_packages_stays_bare(code):
