@@ -100,7 +100,10 @@ def test_full_queue_is_503_with_retry_after_and_the_client_backs_off(pool):
 
 
 def test_metrics_parse_as_prometheus_text(guarded_url):
-    httpx.post(f"{guarded_url}/run_code", json={"code": "raise SystemExit(1)"}, headers=auth())
+    # Its own calls (it passed only after another test's): an ok one, a failing one and one without the token.
+    for code in ("print(1)", "raise SystemExit(1)"):
+        httpx.post(f"{guarded_url}/run_code", json={"code": code}, headers=auth())
+    assert httpx.post(f"{guarded_url}/run_code", json={"code": "print(1)"}).status_code == 401
     resp = httpx.get(f"{guarded_url}/metrics", headers=auth())
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(resp.text)}
