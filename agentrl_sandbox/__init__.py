@@ -102,9 +102,13 @@ def health_imports(backend: str, runtime: str = DEFAULT_RUNTIME) -> list[str]:
     return list((runtime_imports(runtime) if backend == "local" else IMPORTS).values())
 
 
-def health_check(cfg: SandboxConfig | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+def health_check(
+    cfg: SandboxConfig | None = None, timeout_s: float | None = None, *, shared: bool = True
+) -> dict[str, Any]:
     """Import the runtime's packages (numpy, scipy, sympy, pandas, …) in the configured sandbox with its real limits;
-    report {backend, ok, latency_s, error, imports, ...} for ``doctor`` and ``preflight``."""
+    report {backend, ok, latency_s, error, imports, ...} for ``doctor`` and ``preflight``. ``shared=False`` checks
+    with a backend of its own, closed before it returns: a launcher must not hold a pool while its trainer runs, and
+    closing the process-wide ones would close its caller's too."""
     cfg = SandboxConfig().with_env_overrides() if cfg is None else cfg
     imports = health_imports(cfg.backend, cfg.runtime)
     report: dict[str, Any] = {"backend": cfg.backend, "ok": False, "latency_s": None, "error": None, "imports": imports}
@@ -113,14 +117,18 @@ def health_check(cfg: SandboxConfig | None = None, timeout_s: float | None = Non
     if cfg.backend == "sandbox_fusion":
         report["url"] = cfg.url
     start = time.monotonic()
+    sb: Sandbox | None = None
     try:
-        sb = get_sandbox(cfg)
+        sb = get_sandbox(cfg) if shared else create_sandbox(cfg)
         report.update({k: v for k, v in sb.describe().items() if k != "backend"})
         res = sb.run(health_code(imports), timeout_s=timeout_s or cfg.timeout_s, memory_mb=cfg.memory_mb)
     except Exception as exc:  # fail-closed start-up errors name their fix
         report["error"] = f"{type(exc).__name__}: {exc}"
         report["latency_s"] = time.monotonic() - start
         return report
+    finally:
+        if sb is not None and not shared:
+            sb.close()
     report["latency_s"] = time.monotonic() - start
     report["status"] = res.status
     if res.status == "ok" and res.stdout.strip() == HEALTH_OK:

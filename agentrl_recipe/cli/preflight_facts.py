@@ -24,7 +24,7 @@ from typing import Any
 
 from agentrl_recipe.gpu_install.install import nvidia_smi_query
 from agentrl_recipe.offline import vllm_server
-from agentrl_sandbox import close_all, health_check
+from agentrl_sandbox import health_check
 
 
 @dataclasses.dataclass
@@ -141,11 +141,8 @@ def gather(
         facts.ray_cpus = ray_logical_cpus(ray_init_num_cpus)
     if checkpoint_dir:
         facts.free_disk_bytes = free_disk(checkpoint_dir)
-    if sandbox_config is not None:
-        try:
-            facts.sandbox = health_check(sandbox_config)
-        finally:
-            close_all()  # the launcher must not hold a pool while the trainer runs
+    if sandbox_config is not None:  # a pool of its own, closed after: the launcher holds none while the trainer runs
+        facts.sandbox = health_check(sandbox_config, shared=False)
     return facts
 
 

@@ -1,5 +1,5 @@
 """What preflight reads about the node: nvidia-smi's driver and GPUs, Ray's CPUs, free disk, a local model's
-parameter count."""
+parameter count, the sandbox's health."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import agentrl_sandbox
 from agentrl_recipe.cli import preflight_facts
+from agentrl_sandbox import Sandbox, SandboxConfig, get_sandbox
 
 
 def _fake_nvidia_smi(bin_dir: Path, output: str, code: int = 0) -> None:
@@ -51,6 +53,23 @@ def test_cpu_layout_gathers_only_disk_and_sandbox(monkeypatch) -> None:
         gpu=False, rollout=False, checkpoint_dir=".", ray_init_num_cpus=None, sandbox_config=None, cheap=True
     )
     assert facts.driver_version is None and facts.free_disk_bytes and facts.sandbox is None
+
+
+def test_the_sandbox_check_closes_its_own_pool_and_no_one_elses(monkeypatch) -> None:
+    """The launcher must not hold a pool while its trainer runs, so the check's pool is closed after it. It closed every
+    process-wide sandbox of the process (close_all): a caller's own then answered "sandbox is closed" (in CI, another
+    test's pool on the same xdist worker hung on it)."""
+    cfg = SandboxConfig(backend="local", pool_size=1)
+    held = get_sandbox(cfg)
+    made: list[Sandbox] = []
+    create = agentrl_sandbox.create_sandbox
+    monkeypatch.setattr(agentrl_sandbox, "create_sandbox", lambda c: made.append(create(c)) or made[-1])
+    facts = preflight_facts.gather(
+        gpu=False, rollout=False, checkpoint_dir=None, ray_init_num_cpus=None, sandbox_config=cfg, cheap=True
+    )
+    assert facts.sandbox is not None and facts.sandbox["ok"] is True, facts.sandbox
+    assert len(made) == 1 and made[0] is not held and made[0].closed
+    assert not held.closed and held.run("print(3)").stdout == "3\n"
 
 
 def _weights(path: Path, shapes: dict[str, list[int]], dtype: str = "F32", width: int = 4) -> None:
