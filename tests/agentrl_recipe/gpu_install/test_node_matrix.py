@@ -293,8 +293,9 @@ def installed_torch_cuda(node: Node) -> str:
     return "12.9" if node.pytorch_index and node.driver_cuda != "13.0" else "13.0"
 
 
-def node_sandbox_check(cfg: object, timeout_s: float | None = None) -> dict[str, object]:
+def node_sandbox_check(cfg: object, timeout_s: float | None = None, *, shared: bool = True) -> dict[str, object]:
     """The local sandbox's start-up checks on the node (bwrap on its PATH, its python3), without starting one."""
+    assert not shared, "preflight checks on a sandbox of its own (the launcher's process must hold none after)"
     try:
         bwrap.preflight()
         runtime_env.interpreter_version()
