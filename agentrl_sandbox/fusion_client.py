@@ -53,6 +53,9 @@ BACKOFF_MAX_S = 5.0
 # After the answer line, how long the end of a progress stream may take to come (our server ends it at once). A stream
 # read to its end leaves its connection to the next call; one closed early costs a TCP connect per call.
 STREAM_END_S = 1.0
+# A connection idle this long is not reused: servers close idle ones (uvicorn's timeout_keep_alive, 5 s by default, is
+# httpx's own expiry), and a request sent as the server closes fails as a connection error, which takes the server out.
+KEEPALIVE_EXPIRY_S = 1.0
 
 
 @dataclasses.dataclass
@@ -141,9 +144,8 @@ class SandboxFusionClient(Sandbox):
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:  # created on the backend loop, used only there
             n = self.cfg.max_concurrency + len(self.fleet.servers)  # the runs, and one health check per server
-            self._client = httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n), trust_env=False
-            )
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=KEEPALIVE_EXPIRY_S)
+            self._client = httpx.AsyncClient(limits=limits, trust_env=False)
             self.fleet.start(self._client)
         return self._client
 

@@ -7,12 +7,13 @@ import socket
 import time
 
 import pytest
+import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from sandbox_test_helpers import serve
 
 from agentrl_sandbox.config import SandboxConfig
-from agentrl_sandbox.fusion_client import SandboxFusionClient
+from agentrl_sandbox.fusion_client import KEEPALIVE_EXPIRY_S, SandboxFusionClient
 from agentrl_sandbox.protocol import response_from_result, result_from_response
 from agentrl_sandbox.server import create_app
 from agentrl_sandbox.types import ExecResult
@@ -94,6 +95,33 @@ def test_sequential_calls_share_one_connection(pool):
             c.close()
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(20)]
     assert len(ports) == 20 and len(set(ports)) == 1, ports
+
+
+def test_an_idle_connection_is_not_reused_near_the_servers_keep_alive_timeout(pool):
+    """A connection idle past KEEPALIVE_EXPIRY_S is dropped by the client, well before a server's idle close (uvicorn's
+    5 s, which was httpx's own expiry too): a request sent as the server closes would fail as a connection error and
+    take a healthy server out of the fleet."""
+    assert uvicorn.Config(app=None).timeout_keep_alive / 2 >= KEEPALIVE_EXPIRY_S
+    app, ports = create_app(pool), []
+
+    async def recording(scope, receive, send):
+        if scope["type"] == "http" and scope["path"] == "/run_code":
+            ports.append(scope["client"][1])
+        await app(scope, receive, send)
+
+    with serve(recording) as url:
+        c = client(url)
+        try:
+
+            async def calls() -> list[str]:
+                first = await c.arun("print(1)")
+                await asyncio.sleep(KEEPALIVE_EXPIRY_S + 0.5)
+                return [first.stdout, (await c.arun("print(2)")).stdout]
+
+            assert asyncio.run(calls()) == ["1\n", "2\n"]
+        finally:
+            c.close()
+    assert len(ports) == 2 and ports[0] != ports[1], ports
 
 
 def test_server_rejects_what_it_cannot_run(server_url):
