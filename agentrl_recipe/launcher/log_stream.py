@@ -30,9 +30,10 @@ TIMES_AND_NUMBERS = re.compile(r"\d+")
 RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")  # Ray's own dedup suffix: the same warning
 CONFIG_DUMP_START = "{'"  # pprint / print of a DictConfig: {'actor_rollout_ref': {...
 CONFIG_DUMP_MIN_CHARS = 2000  # a short dict on its own line is output, not a dump
-# How a pprint line that goes on below ends: a comma or an opening bracket, or ": " after a key whose value is too wide
-# (any other ending, inside the dump: Ray's log monitor split the line).
-LINE_ENDS = (",", "{", "[", "(", ": ")
+# How a pprint line that goes on below ends: a comma, or ": " after a key whose value is too wide. pprint writes a
+# container's first item after its opening bracket, so any other ending inside the dump ("'rollout': {" in CI) is a
+# line Ray's log monitor split.
+LINE_ENDS = (",", ": ")
 # A JSON object printed over several lines ("{" alone, ..., "}" alone): verl's dataset prints the tool schemas each
 # time one is built (the train set, the val set, every agent-loop worker: 20 lines each). A repeat is hidden.
 BLOCK_START, BLOCK_END = "{", "}"

@@ -145,9 +145,10 @@ def test_a_dump_line_ray_forwarded_in_pieces_is_joined_and_the_dump_stays_one(tm
             at(": 'xxxx"),  # ": " at column 0
             at('"hi"'),  # inside a string literal (the line's strings also hold a quote, a backslash and a "{")
             (at("'console', ")[0], at("'console', ")[1] + len("'console', ")),  # after ", "
+            (at("{'engine_kwargs'")[0], at("{'engine_kwargs'")[1] + 1),  # after "{" (CI: "'rollout': {" alone)
         ]
     )
-    assert len(cuts) == 4 and all(0 < abs(at) < len(dump[i]) for i, at in cuts.items()), cuts
+    assert len(cuts) == 5 and all(0 < abs(at) < len(dump[i]) for i, at in cuts.items()), cuts
     other = f"{WORKER.format(pid=7)}INFO: loading weights"
     lines = []
     for i, line in enumerate(dump):
