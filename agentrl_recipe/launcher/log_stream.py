@@ -168,7 +168,7 @@ class LogStream:
         pprint indents every line after the first, or breaks after a key whose value is too wide. Under load Ray's log
         monitor forwards a line the worker had half written as two lines, the second starting anywhere ("}," or ": "):
         while the dump's brackets are open, a piece that follows a line pprint did not end there is joined to it."""
-        if is_error(content) or self._brackets.depth <= 0:
+        if is_error(content):
             return False
         last = self._dump[-1]
         if self._brackets.quote or not (content.startswith(" ") or last.endswith(LINE_ENDS)):
