@@ -77,17 +77,23 @@ def test_sandbox_fusion_own_client_works_against_our_server(server_url):
     assert sandbox_fusion.summary_run_code_result(tle, mapping) == "tle"
 
 
-def test_sequential_calls_share_one_connection(pool):
-    """A progress stream read to its end leaves its connection to the next call (closed at the answer line, it cost a
-    TCP connect and close a call on both sides)."""
-    app, ports = create_app(pool), []
+def recording_client_ports(app):
+    """``app`` wrapped to record the client's port of each /run_code request (one port per connection)."""
+    ports: list[int] = []
 
     async def recording(scope, receive, send):
         if scope["type"] == "http" and scope["path"] == "/run_code":
-            ports.append(scope["client"][1])  # the client's port: one per connection
+            ports.append(scope["client"][1])
         await app(scope, receive, send)
 
-    with serve(recording) as url:
+    return recording, ports
+
+
+def test_sequential_calls_share_one_connection(pool):
+    """A progress stream read to its end leaves its connection to the next call (closed at the answer line, it cost a
+    TCP connect and close a call on both sides)."""
+    app, ports = recording_client_ports(create_app(pool))
+    with serve(app) as url:
         c = client(url)
         try:
             results = [c.run(f"print({i})") for i in range(20)]
@@ -102,14 +108,8 @@ def test_an_idle_connection_is_not_reused_near_the_servers_keep_alive_timeout(po
     5 s, which was httpx's own expiry too): a request sent as the server closes would fail as a connection error and
     take a healthy server out of the fleet."""
     assert uvicorn.Config(app=None).timeout_keep_alive / 2 >= KEEPALIVE_EXPIRY_S
-    app, ports = create_app(pool), []
-
-    async def recording(scope, receive, send):
-        if scope["type"] == "http" and scope["path"] == "/run_code":
-            ports.append(scope["client"][1])
-        await app(scope, receive, send)
-
-    with serve(recording) as url:
+    app, ports = recording_client_ports(create_app(pool))
+    with serve(app) as url:
         c = client(url)
         try:
 
