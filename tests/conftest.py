@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# Two xdist workers share 2 cores with their trainers' and engines' processes: OpenMP threads that wait sleep, as in a
+# CPU launch (agentrl_recipe/launcher/env.py OMP_WAIT_ON_CPU). Set before anything imports torch: libgomp reads it once.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE
 from suite_order import file_order, mark_slow_tests

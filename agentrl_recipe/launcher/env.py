@@ -29,15 +29,23 @@ FORWARDED_ENV = (names.ENV_TRACE_DIR, "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER
 
 
 TQ_THREADS_ENV = "TQ_NUM_THREADS"  # transfer_queue's torch threads per put/get (default 8)
+# OpenMP threads that wait for work sleep instead of spinning. On CPU the trainer, vLLM's engine, Ray's workers and the
+# sandbox share the cores, and libgomp's default spin-wait (torch's OpenMP) holds a core another process needs: two SFT
+# runs side by side on 2 cores took 414 s each, 51 s alone, 67 s with PASSIVE (docs/cpu.md).
+OMP_WAIT_ENV = "OMP_WAIT_POLICY"
+OMP_WAIT_ON_CPU = "PASSIVE"
 
 
 def platform_env(cfg: Any) -> dict[str, str]:
-    """``VERL_PLATFORM`` for a config whose ``trainer.device`` is ``cpu``: the plugin's CPU platform everywhere; and
-    TransferQueue's threads capped at the host's physical cores (its default 8 on a 2-core host logs "target_num_threads
-    8 should not exceed total physical CPU cores" at every put and get)."""
+    """For a config whose ``trainer.device`` is ``cpu``: ``VERL_PLATFORM``, the plugin's CPU platform everywhere;
+    OpenMP's passive wait (``OMP_WAIT_ON_CPU``); and TransferQueue's threads capped at the host's physical cores (its
+    default 8 on a 2-core host logs "target_num_threads 8 should not exceed total physical CPU cores" at every put and
+    get). A value already in the environment wins."""
     if str(cfg.trainer.get("device", "")) != "cpu":
         return {}
     env = {cpu_names.PLATFORM_ENV: cpu_names.PLATFORM}
+    if not os.environ.get(OMP_WAIT_ENV):
+        env[OMP_WAIT_ENV] = OMP_WAIT_ON_CPU
     if not os.environ.get(TQ_THREADS_ENV):
         env[TQ_THREADS_ENV] = str(min(8, psutil.cpu_count(logical=False) or 1))
     return env

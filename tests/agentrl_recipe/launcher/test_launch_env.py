@@ -8,7 +8,14 @@ import pytest
 from omegaconf import OmegaConf
 
 from agentrl_recipe import names
-from agentrl_recipe.launcher.env import PLUGIN_MODULE, TOKEN_IN_CONFIG, rl_env, worker_sandbox_config
+from agentrl_recipe.launcher.env import (
+    OMP_WAIT_ENV,
+    PLUGIN_MODULE,
+    TOKEN_IN_CONFIG,
+    platform_env,
+    rl_env,
+    worker_sandbox_config,
+)
 from agentrl_sandbox.config import (
     ENV_SANDBOX_BACKEND,
     ENV_SANDBOX_POOL_SIZE,
@@ -35,6 +42,8 @@ def cfg(device: str = "cuda", sandbox: dict | None = None, logger: list[str] | N
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("VERL_USE_EXTERNAL_MODULES", "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", names.ENV_TRACE_DIR):
+        monkeypatch.delenv(key, raising=False)
+    for key in (OMP_WAIT_ENV, "TQ_NUM_THREADS"):
         monkeypatch.delenv(key, raising=False)
     for key in (ENV_SANDBOX_URL, ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
         monkeypatch.delenv(key, raising=False)
@@ -63,6 +72,18 @@ def test_cpu_file_logger_forwarded_variables_and_a_remote_sandbox(
     assert ENV_SANDBOX_URL not in env and ENV_SANDBOX_BACKEND not in env
     assert env[ENV_SANDBOX_POOL_SIZE] == "3"
     assert rl_env(cfg(sandbox=sandbox), "http://flag:2")[ENV_SANDBOX_URL] == "http://flag:2"  # SANDBOX_URL= wins
+
+
+def test_a_cpu_launch_waits_passively_unless_the_user_says_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("psutil.cpu_count", lambda logical=True: 2)
+    assert platform_env(cfg("cpu")) == {
+        cpu_names.PLATFORM_ENV: cpu_names.PLATFORM,
+        "OMP_WAIT_POLICY": "PASSIVE",  # the trainer, vLLM and Ray's workers share the cores: no spinning
+        "TQ_NUM_THREADS": "2",
+    }
+    assert platform_env(cfg("cuda")) == {}
+    monkeypatch.setenv(OMP_WAIT_ENV, "ACTIVE")
+    assert OMP_WAIT_ENV not in platform_env(cfg("cpu"))  # the launch inherits the user's ACTIVE
 
 
 def test_the_token_file_path_travels_and_the_token_never_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
