@@ -15,6 +15,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -44,6 +45,10 @@ REPLY_SLACK_S = 30.0  # beyond the run's own timeout, how long the host waits fo
 # /dev/shm is a tmpfs of memory_mb. A per-call memory cgroup is not implemented: docs/sandbox.md says what that leaves.
 MEMORY_BOUND = "rlimit+shm_cap"
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
+# The pool's run folder (its tiers' sockets), named after the process that owns it: an owner killed without closing
+# (SIGKILL: a Ray actor at shutdown) cannot remove it, so the next pool on the host removes the orphans.
+RUNDIR_PREFIX = "agentrl-sbx-"
+RUNDIR_NAME = re.compile(re.escape(RUNDIR_PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
 FIX = "run `make install` (installs bubblewrap via apt-get) or `apt-get install -y bubblewrap`"
 
 
@@ -68,6 +73,35 @@ def drop_to_sandbox_user(argv: list[str]) -> list[str]:
     if setpriv is None:
         raise SandboxError("setpriv (util-linux) is missing: as root the sandbox drops to its own user with it")
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def sweep_orphaned_rundirs(tmp: str | None = None) -> list[str]:
+    """Remove the run folders under ``tmp`` (the temp dir) whose owner process is gone; returns their paths."""
+    tmp = tmp or tempfile.gettempdir()
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tmp):
+            match = RUNDIR_NAME.fullmatch(entry.name)
+            if match and entry.is_dir(follow_symlinks=False) and not _alive(int(match.group(1))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed
+
+
+def make_rundir() -> str:
+    """A new run folder for this process, after removing the orphaned ones."""
+    sweep_orphaned_rundirs()
+    return tempfile.mkdtemp(prefix=f"{RUNDIR_PREFIX}{os.getpid()}-")
 
 
 def preflight() -> str:
@@ -97,7 +131,7 @@ class BwrapCommand:
     ) -> None:
         self.cfg = cfg
         self.bwrap = preflight()
-        self.rundir = tempfile.mkdtemp(prefix="agentrl-sbx-")
+        self.rundir = make_rundir()
         uid, gid = host_ids()
         if uid is not None and gid is not None:
             os.chown(self.rundir, uid, gid)
