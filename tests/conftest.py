@@ -9,9 +9,6 @@ from pathlib import Path
 # Two xdist workers share 2 cores with their trainers' and engines' processes: OpenMP threads that wait sleep, as in a
 # CPU launch (agentrl_recipe/launcher/env.py OMP_WAIT_ON_CPU). Set before anything imports torch: libgomp reads it once.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# ... and each process computes on one thread while the workers' trainers run side by side (`make test`'s 2 workers).
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE
