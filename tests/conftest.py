@@ -8,6 +8,7 @@ from pathlib import Path
 
 # Two xdist workers share 2 cores with their trainers' and engines' processes: OpenMP threads that wait sleep, as in a
 # CPU launch (agentrl_recipe/launcher/env.py OMP_WAIT_ON_CPU). Set before anything imports torch: libgomp reads it once.
+# Spelled here, not imported: that module loads torch, and `make test-sandbox-alone` loads this file with no recipe.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest
