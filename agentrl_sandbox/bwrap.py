@@ -99,8 +99,7 @@ def sweep_orphaned_rundirs(tmp: str | None = None) -> list[str]:
 
 
 def make_rundir() -> str:
-    """A new run folder for this process, after removing the orphaned ones."""
-    sweep_orphaned_rundirs()
+    """A new run folder, named after this process (a pool removes the orphans before it starts: local.py)."""
     return tempfile.mkdtemp(prefix=f"{RUNDIR_PREFIX}{os.getpid()}-")
 
 

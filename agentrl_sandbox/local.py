@@ -31,6 +31,7 @@ from agentrl_sandbox.bwrap import (
     read_frame,
     request,
     result_from_reply,
+    sweep_orphaned_rundirs,
 )
 from agentrl_sandbox.config import ENV_SANDBOX_PROCESSES_PER_NODE, SandboxConfig
 from agentrl_sandbox.cpus import usable_cpus
@@ -86,6 +87,7 @@ class LocalSandbox(Sandbox):
 
     # ------------------------------------------------------------------ lifecycle (on the backend loop)
     async def _start(self) -> None:
+        sweep_orphaned_rundirs()  # here, not in BwrapCommand: the benchmark's cold baseline makes one per call
         cmd = BwrapCommand(self.cfg, slots=2 * self.pool_size, preload=tiers())
         self._cmd = cmd
         try:
