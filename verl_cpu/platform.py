@@ -36,6 +36,12 @@ ROLLOUT_ENV_DEFAULTS = {
     # vLLM binds its OpenMP threads to cores it then reserves ("auto"); the node is shared with the trainer, the
     # reward and the sandbox, so leave placement to the OS.
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    # vLLM's CPU platform replaces a uniproc executor with mp (a worker process of its own) unless this is 0. verl's
+    # server runs its engine core in a process of its own either way (AsyncLLM), so 0 only lets a uniproc worker live
+    # in that engine core: with agentrl_rl_cpu's `distributed_executor_backend: uni`, one process fewer per replica
+    # (~0.7 GB, ~15 s of CPU start-up on 2 cores), the same samples. `vllm serve` (make eval) picks uniproc itself at
+    # TP 1.
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 }
 
 

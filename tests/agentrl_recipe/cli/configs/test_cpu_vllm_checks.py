@@ -24,6 +24,7 @@ from agentrl_recipe.cli.configs.files import compose
 CPU = "agentrl_rl_cpu"
 ROLLOUT = "actor_rollout_ref.rollout"
 SLEEP, BUCKET = f"{ROLLOUT}.enable_sleep_mode", f"{ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes"
+EXECUTOR, TP = f"{ROLLOUT}.engine_kwargs.vllm.distributed_executor_backend", f"{ROLLOUT}.tensor_model_parallel_size"
 MODEL = "actor_rollout_ref.model.path"
 
 
@@ -51,6 +52,7 @@ def test_the_shipped_cpu_config_uses_vllm_and_passes() -> None:
     cfg, _ = compose(CPU)
     assert cpu_vllm_checks.applies(cfg)
     assert cpu_vllm_checks.check(cfg) == []
+    assert cfg.actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend == "uni"
     report = check(CPU)
     assert report.ok, report.format()
 
@@ -69,6 +71,8 @@ def test_sleep_mode_on_a_cpu_vllm_config_fails_configs_check() -> None:
         ([f"{BUCKET}=2048"], [(BUCKET, "2048 MB of /dev/shm per weight sync on CPU: use <= 256 (64)")]),
         ([f"{BUCKET}=257"], [(BUCKET, "257 MB of /dev/shm per weight sync on CPU: use <= 256 (64)")]),
         ([f"{BUCKET}=256"], []),
+        ([f"{TP}=2"], [(EXECUTOR, "uni runs one vLLM worker, tensor_model_parallel_size is 2: set it mp")]),
+        ([f"{TP}=2", f"{EXECUTOR}=mp"], []),
     ],
 )
 def test_each_setting_is_an_error_naming_its_key(overrides: list[str], expected: list[tuple[str, str]]) -> None:
