@@ -1,10 +1,20 @@
-"""A copied config trains under plain verl: `agentrl-recipe configs cp`, then `python -m verl.trainer.main_ppo` from
-another directory, no launcher, no VERL_PLATFORM, no VERL_USE_EXTERNAL_MODULES (issue 42). The plugin comes in through
-verl's entry points, the tool config through the plugin's ${agentrl_config_path:...} resolver, the CPU platform through
-verl's own platform probe (verl_cpu answers where nothing else can run)."""
+"""A copied config trains under plain verl, on the Qwen2.5 family: one run that carries two claims.
+
+- Plain verl (issue 42): `agentrl-recipe configs cp`, then `python -m verl.trainer.main_ppo` from another directory,
+  no launcher, no VERL_PLATFORM, no VERL_USE_EXTERNAL_MODULES. The plugin comes in through verl's entry points, the
+  tool config through the plugin's ${agentrl_config_path:...} resolver, the CPU platform through verl's own platform
+  probe (verl_cpu answers where nothing else can run).
+- The Qwen2.5 family (the 7B config's architecture and template): verl's SFT trainer, then 2 RL steps rolling out
+  through verl's vLLM server, on a tiny Qwen2ForCausalLM with the Qwen2.5 hermes template. The other trainer tests run
+  the Qwen3 family (the default tiny model); this one keeps the 7B run's path trained.
+
+Each verl start-up costs ~1.5 minutes of the suite's CPU on 2 cores, so both claims share one: the session's 60-step
+SFT recipe on the Qwen2.5 family, then 2 RL steps of 2 prompts × 2 under plain verl.
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +23,19 @@ import pytest
 from trainer_helpers import launch_env, metrics
 
 from agentrl_recipe import names
+from agentrl_recipe.cpu_task.tiny_model import QWEN25, chat_template
 from agentrl_recipe.training import trace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first test pays for the runs (fixtures)
 
 
-def test_a_copied_cpu_config_trains_one_step_under_plain_verl(tmp_path: Path, cpu_inputs_dir, cpu_sft_model) -> None:
-    elsewhere = tmp_path / "my_project"
+@pytest.fixture(scope="module")
+def plain_verl_run(qwen25_inputs_and_sft_model, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`configs cp agentrl_rl_cpu`, then 2 steps of `python -m verl.trainer.main_ppo` on the Qwen2.5 SFT model; the
+    run's folder (verl's metrics, the component markers and ``log.txt``)."""
+    inputs, model = qwen25_inputs_and_sft_model
+    base = tmp_path_factory.mktemp("plain_verl")
+    elsewhere = base / "my_project"
     elsewhere.mkdir()
     copy = subprocess.run(
         [sys.executable, "-m", "agentrl_recipe.cli", "configs", "cp", "agentrl_rl_cpu", str(elsewhere / "my_rl.yaml")],
@@ -27,12 +43,13 @@ def test_a_copied_cpu_config_trains_one_step_under_plain_verl(tmp_path: Path, cp
     )  # fmt: skip
     assert copy.returncode == 0, copy.stderr[-3000:]
     overrides = [
-        f"data.train_files={cpu_inputs_dir.rl_train}", f"data.val_files={cpu_inputs_dir.rl_val}",
-        f"actor_rollout_ref.model.path={cpu_sft_model}", f"trainer.default_local_dir={elsewhere / 'ckpt'}",
-        "trainer.total_training_steps=1", "trainer.save_freq=-1", "trainer.val_before_train=false",
+        f"data.train_files={inputs.rl_train}", f"data.val_files={inputs.rl_val}",
+        f"actor_rollout_ref.model.path={model}", f"trainer.default_local_dir={elsewhere / 'ckpt'}",
+        "trainer.total_training_steps=2", "trainer.save_freq=-1", "trainer.val_before_train=false",
         "trainer.test_freq=-1",
+        "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2", "actor_rollout_ref.rollout.n=2",
     ]  # fmt: skip
-    run = tmp_path / "run"
+    run = base / "run"
     run.mkdir()  # verl's file logger writes metrics.jsonl there, the markers go to run/trace
     env = launch_env(run)
     for launcher_only in ("VERL_PLATFORM", "VERL_USE_EXTERNAL_MODULES", "PYTHONPATH"):
@@ -40,11 +57,39 @@ def test_a_copied_cpu_config_trains_one_step_under_plain_verl(tmp_path: Path, cp
     command = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(elsewhere), "--config-name", "my_rl"]
     proc = subprocess.run([*command, *overrides], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=1500)
     log = proc.stdout + proc.stderr
-    (tmp_path / "log.txt").write_text(log)
+    (run / "log.txt").write_text(log)
     assert proc.returncode == 0, log[-6000:]
+    return run
+
+
+def test_a_copied_cpu_config_trains_under_plain_verl(plain_verl_run: Path) -> None:
+    log = (plain_verl_run / "log.txt").read_text()
     assert "Falling back to 'nvidia'" not in log
-    steps = metrics(run)
-    assert sorted(steps) == [1], sorted(steps)
-    assert steps[1]["training/global_step"] == 1
-    ran = {marker["component"] for marker in trace.read(run / "trace")}
+    steps = metrics(plain_verl_run)
+    assert sorted(steps) == [1, 2], sorted(steps)
+    assert [steps[n]["training/global_step"] for n in (1, 2)] == [1, 2]
+    ran = {marker["component"] for marker in trace.read(plain_verl_run / "trace")}
     assert {names.TOOL_NAME, names.REWARD_MANAGER, names.POLICY_LOSS} <= ran  # the tool config resolved; by path
+
+
+def test_the_sft_model_is_qwen2_with_the_qwen25_template(qwen25_inputs_and_sft_model) -> None:
+    inputs, model = qwen25_inputs_and_sft_model
+    for folder in (inputs.model, model):  # the tiny model and verl's HF export of the SFT checkpoint
+        config = json.loads((folder / "config.json").read_text())
+        assert (config["architectures"], config["model_type"]) == (["Qwen2ForCausalLM"], "qwen2"), folder
+        assert (folder / "chat_template.jinja").read_text() == chat_template(QWEN25), folder
+
+
+def test_two_rl_steps_through_verls_vllm_server(plain_verl_run: Path) -> None:
+    steps = metrics(plain_verl_run)
+    assert sorted(steps) == [1, 2]
+    log = (plain_verl_run / "log.txt").read_text()
+    assert "vLLMHttpServer" in log  # verl's vLLM server actor rolled out
+    # its worker ran inside the engine core (agentrl_rl_cpu's uniproc executor): no process of its own logged
+    assert "(EngineCore pid=" in log and "(Worker pid=" not in log
+    # Step 2 rolled out after step 1's update and weight sync: vLLM's probabilities equal the actor's recomputation
+    # only if it serves the updated weights (the floor: a few 1e-6, test_rl_trainer.py).
+    assert steps[2]["training/rollout_probs_diff_max"] < 1e-5, steps[2]["training/rollout_probs_diff_max"]
+    assert any(s["actor/grad_norm"] > 0 for s in steps.values()), steps
+    for number, step in steps.items():
+        assert step["agentrl_tools/calls_per_traj/mean"] > 0, number  # the Qwen2.5-templated model called the tool
