@@ -34,18 +34,25 @@ TQ_THREADS_ENV = "TQ_NUM_THREADS"  # transfer_queue's torch threads per put/get 
 # runs side by side on 2 cores took 414 s each, 51 s alone, 67 s with PASSIVE (docs/cpu.md).
 OMP_WAIT_ENV = "OMP_WAIT_POLICY"
 OMP_WAIT_ON_CPU = "PASSIVE"
+# What a CPU launch sets unless the environment already does.
+CPU_ENV_DEFAULTS = {
+    OMP_WAIT_ENV: OMP_WAIT_ON_CPU,
+    # Ray starts idle Python workers ahead of need (on raylet start and for the first driver). verl's actors carry a
+    # runtime env of their own, so they cannot use them; on 2 cores each costs ~1 s of CPU at the run's start.
+    "RAY_enable_worker_prestart": "0",
+    "RAY_prestart_worker_first_driver": "0",
+}
 
 
 def platform_env(cfg: Any) -> dict[str, str]:
     """For a config whose ``trainer.device`` is ``cpu``: ``VERL_PLATFORM``, the plugin's CPU platform everywhere;
-    OpenMP's passive wait (``OMP_WAIT_ON_CPU``); and TransferQueue's threads capped at the host's physical cores (its
-    default 8 on a 2-core host logs "target_num_threads 8 should not exceed total physical CPU cores" at every put and
-    get). A value already in the environment wins."""
+    ``CPU_ENV_DEFAULTS`` (OpenMP's passive wait, no prestarted Ray workers); and TransferQueue's threads capped at the
+    host's physical cores (its default 8 on a 2-core host logs "target_num_threads 8 should not exceed total physical
+    CPU cores" at every put and get). A value already in the environment wins."""
     if str(cfg.trainer.get("device", "")) != "cpu":
         return {}
     env = {cpu_names.PLATFORM_ENV: cpu_names.PLATFORM}
-    if not os.environ.get(OMP_WAIT_ENV):
-        env[OMP_WAIT_ENV] = OMP_WAIT_ON_CPU
+    env.update({key: value for key, value in CPU_ENV_DEFAULTS.items() if not os.environ.get(key)})
     if not os.environ.get(TQ_THREADS_ENV):
         env[TQ_THREADS_ENV] = str(min(8, psutil.cpu_count(logical=False) or 1))
     return env

@@ -65,6 +65,8 @@ def plain_verl_run(qwen25_inputs_and_sft_model, tmp_path_factory: pytest.TempPat
 def test_a_copied_cpu_config_trains_under_plain_verl(plain_verl_run: Path) -> None:
     log = (plain_verl_run / "log.txt").read_text()
     assert "Falling back to 'nvidia'" not in log
+    # the copied config's ray_init: a local Ray instance without its dashboard (agentrl_rl_cpu.yaml)
+    assert "Started a local Ray instance." in log and "View the dashboard" not in log
     steps = metrics(plain_verl_run)
     assert sorted(steps) == [1, 2], sorted(steps)
     assert [steps[n]["training/global_step"] for n in (1, 2)] == [1, 2]

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 
 from agentrl_recipe import names
 from agentrl_recipe.launcher.env import (
+    CPU_ENV_DEFAULTS,
     OMP_WAIT_ENV,
     PLUGIN_MODULE,
     TOKEN_IN_CONFIG,
@@ -43,7 +44,7 @@ def cfg(device: str = "cuda", sandbox: dict | None = None, logger: list[str] | N
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("VERL_USE_EXTERNAL_MODULES", "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", names.ENV_TRACE_DIR):
         monkeypatch.delenv(key, raising=False)
-    for key in (OMP_WAIT_ENV, "TQ_NUM_THREADS"):
+    for key in (*CPU_ENV_DEFAULTS, "TQ_NUM_THREADS"):
         monkeypatch.delenv(key, raising=False)
     for key in (ENV_SANDBOX_URL, ENV_SANDBOX_BACKEND, ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
         monkeypatch.delenv(key, raising=False)
@@ -74,16 +75,21 @@ def test_cpu_file_logger_forwarded_variables_and_a_remote_sandbox(
     assert rl_env(cfg(sandbox=sandbox), "http://flag:2")[ENV_SANDBOX_URL] == "http://flag:2"  # SANDBOX_URL= wins
 
 
-def test_a_cpu_launch_waits_passively_unless_the_user_says_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cpu_launch_sets_its_defaults_unless_the_user_did(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("psutil.cpu_count", lambda logical=True: 2)
     assert platform_env(cfg("cpu")) == {
         cpu_names.PLATFORM_ENV: cpu_names.PLATFORM,
         "OMP_WAIT_POLICY": "PASSIVE",  # the trainer, vLLM and Ray's workers share the cores: no spinning
+        "RAY_enable_worker_prestart": "0",  # no idle Ray workers that verl's actors could not use
+        "RAY_prestart_worker_first_driver": "0",
         "TQ_NUM_THREADS": "2",
     }
     assert platform_env(cfg("cuda")) == {}
     monkeypatch.setenv(OMP_WAIT_ENV, "ACTIVE")
-    assert OMP_WAIT_ENV not in platform_env(cfg("cpu"))  # the launch inherits the user's ACTIVE
+    monkeypatch.setenv("RAY_enable_worker_prestart", "1")
+    env = platform_env(cfg("cpu"))  # the launch inherits the user's values
+    assert OMP_WAIT_ENV not in env and "RAY_enable_worker_prestart" not in env
+    assert env["RAY_prestart_worker_first_driver"] == "0"
 
 
 def test_the_token_file_path_travels_and_the_token_never_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
