@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -71,6 +72,36 @@ def _run(code: str, env: dict[str, str] | None = None, timeout: int = 180) -> su
     )
 
 
+OURS = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep", "verl_configs")
+# A plain `import verl` in a fresh interpreter, outside the checkout (nothing of ours comes from its folder): which of
+# our modules it loaded (before the registry probe imports more), what the plugin logged, and which names each verl
+# registry then holds. One interpreter serves the three tests that read it: each costs ~7 s of start-up on 2 cores.
+PLAIN_IMPORT = (
+    "import json, logging, sys\n"
+    "logging.basicConfig(level=logging.INFO)\n"
+    "import verl\n"
+    f"LOADED = [m for m in sys.modules if m.split('.')[0] in {OURS!r}]\n"
+    + REGISTRY_PROBE
+    + "print('@@' + json.dumps({'loaded': LOADED, 'seen': seen()}))"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainImport:
+    loaded: set[str]  # our modules in sys.modules right after `import verl`
+    seen: dict[str, bool]  # REGISTRY_PROBE's seen()
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def plain_import(tmp_path_factory: pytest.TempPathFactory) -> PlainImport:
+    where = tmp_path_factory.mktemp("plain_import")
+    proc = subprocess.run([sys.executable, "-c", PLAIN_IMPORT], capture_output=True, text=True, timeout=300, cwd=where)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.rsplit("@@", 1)[1])
+    return PlainImport(set(report["loaded"]), report["seen"], proc.stderr)
+
+
 def test_every_registered_name_has_the_prefix() -> None:
     assert all(name.startswith("agentrl_") for name in ALL.values())
     assert len(set(ALL.values())) == len(ALL) == len(names.REGISTERED) + len(cpu_names.REGISTERED)
@@ -88,11 +119,8 @@ def test_doctor_looks_every_registered_kind_up_in_a_verl_registry() -> None:
         assert doctor._registry_entry(kind, "agentrl_no_such_name") is None, kind
 
 
-def test_plain_import_verl_registers_every_name() -> None:
-    proc = _run(REGISTRY_PROBE + "print('@@' + json.dumps(seen()))")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    seen = json.loads(proc.stdout.rsplit("@@", 1)[1])
-    assert seen == dict.fromkeys(ALL, True), proc.stderr[-3000:]
+def test_plain_import_verl_registers_every_name(plain_import: PlainImport) -> None:
+    assert plain_import.seen == dict.fromkeys(ALL, True), plain_import.stderr[-3000:]
 
 
 def test_plugin_opt_out_env_var_disables_registration() -> None:
@@ -129,11 +157,8 @@ def test_names_are_registered_inside_a_ray_worker() -> None:
     assert json.loads(proc.stdout.rsplit("@@", 1)[1]) == dict.fromkeys(ALL, True)
 
 
-def test_plugin_import_logs_what_it_registered() -> None:
-    code = "import logging; logging.basicConfig(level=logging.INFO); import verl"
-    proc = _run(code)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(ln for ln in proc.stderr.splitlines() if "agentrl_recipe registered:" in ln)
+def test_plugin_import_logs_what_it_registered(plain_import: PlainImport) -> None:
+    line = next(ln for ln in plain_import.stderr.splitlines() if "agentrl_recipe registered:" in ln)
     for name in names.REGISTERED.values():  # the recipe plugin logs its own names
         assert name in line
 
@@ -233,14 +258,10 @@ LOADED_BY_IMPORT_VERL = {
 }  # fmt: skip
 # ... and where verl runs on the CPU platform (VERL_PLATFORM=agentrl_cpu, or a host without accelerator): its fixes
 LOADED_ON_THE_CPU_PLATFORM = {"verl_cpu.quiet", "verl_cpu.engines", "verl_cpu.distributed", "verl_cpu.snapshot"}
-OURS = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep", "verl_configs")
 
 
-def test_import_verl_loads_only_the_allow_listed_modules_of_ours(tmp_path: Path) -> None:
-    code = f"import json, sys, verl; print('@@' + json.dumps([m for m in sys.modules if m.split('.')[0] in {OURS!r}]))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    loaded = set(json.loads(proc.stdout.rsplit("@@", 1)[1]))
+def test_import_verl_loads_only_the_allow_listed_modules_of_ours(plain_import: PlainImport) -> None:
+    loaded = plain_import.loaded
     expected = LOADED_BY_IMPORT_VERL | (LOADED_ON_THE_CPU_PLATFORM if cpu_names.cpu_platform_selected() else set())
     print(f"import verl loads {len(loaded)} modules of ours (budget {IMPORT_VERL_BUDGET})")
     assert len(LOADED_BY_IMPORT_VERL | LOADED_ON_THE_CPU_PLATFORM) <= IMPORT_VERL_BUDGET
