@@ -23,6 +23,7 @@ RL_DELTAS = {
     "actor_rollout_ref.rollout.name", "actor_rollout_ref.rollout.enable_sleep_mode",
     "actor_rollout_ref.rollout.enforce_eager", "actor_rollout_ref.rollout.gpu_memory_utilization",
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",
+    "actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend",
     "trainer.default_local_dir", "trainer.experiment_name", "trainer.save_freq", "trainer.total_epochs",
     "trainer.total_training_steps",
 }  # fmt: skip
