@@ -1,6 +1,7 @@
 """The test suite's wall time, tracked: runs `make test` (or `make test-fast`), prints pytest's wall time, the test
 count, the machine's load and the 15 slowest tests; ``--record`` writes what each test file took to
-tests/durations.json, which orders the files on the xdist workers (tests/conftest.py).
+tests/durations.json, which orders the files on the xdist workers (tests/conftest.py); ``--fast --record`` adds the
+tests that are slow only in `make test-fast` (:func:`record_fast`).
 
 Usage: ``python benchmarks/test_suite.py [--fast] [--record] [--cache] [--log FILE]``. The SFT model the trainer tests
 start from is trained in the run, as on a fresh clone, unless ``--cache`` (tests/integration/conftest.py).
@@ -111,8 +112,23 @@ def record(tests: dict[str, float], builds: dict[str, dict], machine: str) -> No
         "builds_s": build_s,
         "files": dict(sorted(merged.items(), key=lambda item: -item[1])),
         "slow_tests": dict(sorted(slow.items(), key=lambda item: -item[1])),
+        "slow_in_fast": old.get("slow_in_fast", {}),  # record_fast's: kept
     }
     DURATIONS.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def record_fast(tests: dict[str, float], deselected_before: dict[str, float]) -> None:
+    """After a `make test-fast` run: the tests it measured over SLOW_TEST_S become ``slow_in_fast`` (marked slow too).
+
+    A test that shares a warm-up with a slow test of its file (a module fixture, a library's first import) is fast in
+    `make test` and pays that warm-up in `make test-fast`, where the slow one is left out. The file durations and the
+    full run's marks stay as they are; the previous ``slow_in_fast`` entries this run left out are kept (not measured).
+    """
+    old = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    kept = {test: s for test, s in deselected_before.items() if test not in tests}
+    found = {test: round(s, 1) for test, s in tests.items() if s >= SLOW_TEST_S}
+    old["slow_in_fast"] = dict(sorted({**kept, **found}.items(), key=lambda item: -item[1]))
+    DURATIONS.write_text(json.dumps(old, indent=1) + "\n")
 
 
 def _asserts(tree: ast.AST) -> list[str]:
@@ -196,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     busy = load_before[0] > RECORD_MAX_LOAD * (os.cpu_count() or 1)
     if args.record and busy:
         print(f"not recorded: the load before the run was over {RECORD_MAX_LOAD} per CPU (other work skews durations)")
+    elif args.record and returncode == 0 and durations and args.fast:
+        previous = json.loads(DURATIONS.read_text()).get("slow_in_fast", {}) if DURATIONS.is_file() else {}
+        record_fast(per_test(durations), previous)
+        print(f"recorded the tests slow in make test-fast in {DURATIONS.relative_to(REPO)}")
     elif args.record and returncode == 0 and durations:
         record(per_test(durations), builds, f"{os.cpu_count()} CPUs, load before {load_before[0]:.1f}")
         print(f"recorded {DURATIONS.relative_to(REPO)}")

@@ -99,10 +99,12 @@ def file_order(items: list[Any], workers: int, recorded: dict | None = None) -> 
 
 def mark_slow_tests(items: list[Any], recorded: dict | None = None) -> None:
     """Mark slow every test whose fixtures start a trainer, a Ray cluster or a vLLM engine, and every test the recorded
-    run measured over ``SLOW_TEST_S``: `make test-fast` leaves them out."""
+    runs measured over ``SLOW_TEST_S``, in `make test` or in `make test-fast` (``slow_in_fast``: a test that pays a
+    warm-up there because the test that pays it in the full run is left out): `make test-fast` leaves them out."""
     if recorded is None:
         recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    measured = recorded.get("slow_tests", {})
+    full, fast = recorded.get("slow_tests", {}), recorded.get("slow_in_fast", {})
+    measured = {test: max(full.get(test, 0.0), fast.get(test, 0.0)) for test in full.keys() | fast.keys()}
     for item in items:
         if ENGINE_FIXTURES & set(item.fixturenames) or measured.get(item.nodeid, 0.0) >= SLOW_TEST_S:
             item.add_marker(pytest.mark.slow)

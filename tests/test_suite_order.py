@@ -56,6 +56,10 @@ def test_engine_fixtures_and_measured_seconds_mark_a_test_slow() -> None:
     recorded = {"slow_tests": {"c.py::test_1": SLOW_TEST_S + 5, "c.py::test_2": SLOW_TEST_S - 5}}
     mark_slow_tests(items, recorded)
     assert [[m.name for m in item.marks] for item in items] == [["slow"], ["slow"], [], ["slow"], []]
+    for item in items:
+        item.marks.clear()
+    mark_slow_tests(items, {**recorded, "slow_in_fast": {"c.py::test_2": SLOW_TEST_S + 1}})  # slow in test-fast only
+    assert [[m.name for m in item.marks] for item in items] == [["slow"], ["slow"], [], ["slow"], ["slow"]]
 
 
 def test_a_build_is_reused_while_its_key_holds(tmp_path: Path, monkeypatch, tmp_path_factory) -> None:
