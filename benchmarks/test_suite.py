@@ -117,7 +117,7 @@ def record(tests: dict[str, float], builds: dict[str, dict], machine: str) -> No
     DURATIONS.write_text(json.dumps(result, indent=1) + "\n")
 
 
-def record_fast(tests: dict[str, float], deselected_before: dict[str, float]) -> None:
+def record_fast(tests: dict[str, float]) -> None:
     """After a `make test-fast` run: the tests it measured over SLOW_TEST_S become ``slow_in_fast`` (marked slow too).
 
     A test that shares a warm-up with a slow test of its file (a module fixture, a library's first import) is fast in
@@ -125,7 +125,7 @@ def record_fast(tests: dict[str, float], deselected_before: dict[str, float]) ->
     full run's marks stay as they are; the previous ``slow_in_fast`` entries this run left out are kept (not measured).
     """
     old = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    kept = {test: s for test, s in deselected_before.items() if test not in tests}
+    kept = {test: s for test, s in old.get("slow_in_fast", {}).items() if test not in tests}
     found = {test: round(s, 1) for test, s in tests.items() if s >= SLOW_TEST_S}
     old["slow_in_fast"] = dict(sorted({**kept, **found}.items(), key=lambda item: -item[1]))
     DURATIONS.write_text(json.dumps(old, indent=1) + "\n")
@@ -213,8 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record and busy:
         print(f"not recorded: the load before the run was over {RECORD_MAX_LOAD} per CPU (other work skews durations)")
     elif args.record and returncode == 0 and durations and args.fast:
-        previous = json.loads(DURATIONS.read_text()).get("slow_in_fast", {}) if DURATIONS.is_file() else {}
-        record_fast(per_test(durations), previous)
+        record_fast(per_test(durations))
         print(f"recorded the tests slow in make test-fast in {DURATIONS.relative_to(REPO)}")
     elif args.record and returncode == 0 and durations:
         record(per_test(durations), builds, f"{os.cpu_count()} CPUs, load before {load_before[0]:.1f}")

@@ -19,9 +19,9 @@ def test_a_fast_record_adds_its_slow_tests_and_keeps_what_it_left_out(
     monkeypatch.setattr(test_suite, "DURATIONS", durations)
     # a.py::test_warm was left out; a.py::test_next paid its warm-up; b.py::test_x ran and is fast now
     ran = {"a.py::test_next": 11.24, "a.py::test_quick": 0.2, "b.py::test_x": 0.4}
-    test_suite.record_fast(ran, before["slow_in_fast"])
+    test_suite.record_fast(ran)
     after = json.loads(durations.read_text())
     assert after["slow_in_fast"] == {"a.py::test_next": 11.2}
     assert (after["files"], after["slow_tests"]) == (before["files"], before["slow_tests"])
-    test_suite.record_fast({"a.py::test_quick": 0.2}, after["slow_in_fast"])  # test_next left out: kept
+    test_suite.record_fast({"a.py::test_quick": 0.2})  # test_next left out: kept
     assert json.loads(durations.read_text())["slow_in_fast"] == {"a.py::test_next": 11.2}
