@@ -4,14 +4,16 @@ out through verl's own vLLM server (vLLM's CPU build).
 Everything is asserted from the run's own outputs — verl's file-logger metrics, the component markers each part of
 the plugin writes in the process it runs in (agentrl_recipe/training/trace.py), checkpoints and rollout dumps — never
 from this process's memory. One run on a two-node Ray cluster (a head and a second raylet on loopback), with a
-trajectory mask switched on: 3 steps, killed with SIGKILL after its step-2 checkpoint (steps 1-2 are the "first" run
-the component, tracker and update tests read) and resumed on the same cluster for step 3. One run serves every test:
-each verl start-up costs minutes of the suite's 20 on 2 cores.
+trajectory mask switched on, for 4 steps: after step 3's checkpoint the weight sync that follows its update finds
+vLLM's worker dead (weight_sync_fault.py kills it mid-sync), and the run must end with one line naming the sync's
+timeout, in bounded time (verl_cpu/weight_sender_timeout.py). Steps 1-2, logged before, are the "first" run the
+component, tracker and update tests read; the run is then resumed on the same cluster for step 4. One run serves
+every test: each verl start-up costs minutes of the suite on 2 cores.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -30,24 +32,29 @@ import pytest
 from sandbox_test_helpers import start_sandbox_server
 from trainer_helpers import (
     RAY_PATIENT_HEALTH_CHECKS,
-    REPO,
     launch,
-    launch_command,
-    launch_env,
     metrics,
     stop_processes_mentioning,
     tail,
 )
+from weight_sync_fault import KILL_AT_SYNC_ENV, MARK_ENV
 
 from agentrl_recipe import names
 from agentrl_recipe.cli.configs.files import compose
 from agentrl_recipe.training import trace
 from agentrl_recipe.training.algos.losses import LOSS_TOKENS_PER_UPDATE
 from agentrl_sandbox.ports import free_port
+from verl_cpu.weight_sender_timeout import TIMEOUT_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
 
 DATA_SOURCE = "agentrl_demo_arith"
+STEPS = 4
+# verl syncs the weights once before step 1 and after each step's update and checkpoint (PPOTrainerSync.on_step_end,
+# before the step's metrics are logged): the 4th sync follows step 3's checkpoint, so steps 1-2 are logged, step 3 is
+# checkpointed, and the resumed run trains step 4.
+KILLED_AT_SYNC = 4
+SYNC_TIMEOUT_S = 20
 PLUGIN_COMPONENTS = {
     names.AGENT_LOOP,
     names.TOOL_NAME,
@@ -75,12 +82,20 @@ def _agent_ports() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_node_cluster():
-    """A Ray head (no logical GPU) and a second raylet holding the one logical GPU: the actor must run there."""
+def two_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A Ray head (no logical GPU) and a second raylet holding the one logical GPU: the actor must run there. Yields its
+    address and the file the weight-sync fault writes its time of death to."""
     # A short temp dir: Ray's unix sockets live under it, and AF_UNIX paths stop at 107 bytes. Under pytest's basetemp
     # (plus xdist's popen-gwN/) the second node's socket paths ran past that and its `ray start` failed.
     temp = tempfile.mkdtemp(prefix="agentrl-ray-")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **RAY_PATIENT_HEALTH_CHECKS}  # the head's GCS reads them
+    mark = tmp_path_factory.mktemp("weight_sync_fault") / "killed_at"
+    env = {
+        **os.environ, "RAY_AUTH_MODE": "disabled", **RAY_PATIENT_HEALTH_CHECKS,  # the head's GCS reads them
+        # Every worker of the cluster can import the fault, but only a job that lists it in VERL_USE_EXTERNAL_MODULES
+        # (the first launch) loads it; the sender's timeout holds for both launches.
+        "PYTHONPATH": str(Path(__file__).parent), KILL_AT_SYNC_ENV: str(KILLED_AT_SYNC), MARK_ENV: str(mark),
+        TIMEOUT_ENV: str(SYNC_TIMEOUT_S),
+    }  # fmt: skip
     ray_bin = str(Path(sys.executable).parent / "ray")
     address = f"127.0.0.1:{free_port()}"
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
@@ -97,7 +112,7 @@ def two_node_cluster():
         for command in (head, worker):
             proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
             assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
-        yield address
+        yield address, mark
     finally:
         stop_processes_mentioning(temp)  # this cluster only (`ray stop` would stop every Ray on the machine)
         shutil.rmtree(temp, ignore_errors=True)
@@ -167,20 +182,6 @@ def test_rollouts_come_from_verls_vllm_server_with_tool_calls_and_rewards(two_no
         assert any(key.startswith(f"reward/{DATA_SOURCE}/") for key in step), number  # scored per data source
 
 
-def _wait_for_step(ckpt: Path, log: Path, step: int, proc: subprocess.Popen, timeout: float) -> None:
-    """Until step ``step`` is checkpointed and its console line is in ``log``: Ray forwards the driver's stdout after
-    the fact, so a kill right after the checkpoint once lost step 2's line."""
-    tracker = ckpt / "latest_checkpointed_iteration.txt"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tracker.is_file() and tracker.read_text().strip() == str(step) and f"step:{step} - " in log.read_text():
-            return
-        ended = f"the run ended before its step-{step} checkpoint and log line:\n"
-        assert proc.poll() is None, ended + log.read_text()[-4000:]
-        time.sleep(1)
-    raise TimeoutError(f"no step-{step} checkpoint and log line in {timeout:.0f} s")
-
-
 @pytest.fixture(scope="module")
 def token_sandbox(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """A token-protected `agentrl-sandbox serve` on loopback: (url, token file). Both raylets reach it."""
@@ -205,16 +206,12 @@ def _sandbox_metrics(url: str, token_file: Path) -> str:
         return answer.read().decode()
 
 
-@pytest.fixture(scope="module")
-def killed_and_resumed(
-    cpu_sft_model: Path, cpu_inputs_dir, two_node_cluster: str, token_sandbox: tuple[str, Path], tmp_path_factory
-) -> tuple[Path, Path]:
-    base = tmp_path_factory.mktemp("rl_resume")
-    first, second = base / "first", base / "second"
+def _overrides(token_sandbox: tuple[str, Path]) -> tuple[str, ...]:
+    """Both launches' overrides (the resumed run's must be the killed one's)."""
     url, token_file = token_sandbox
-    extra = (
+    return (
         "--sandbox-url", url,
-        "trainer.total_training_steps=3", "trainer.save_freq=1", "agentrl.masks.overlong_filter=true",
+        f"trainer.total_training_steps={STEPS}", "trainer.save_freq=1", "agentrl.masks.overlong_filter=true",
         # 128 response tokens, not the preset's 160: today's SFT model answers in ~60 (tool turn included) and rambles
         # past 140 in 1-4 of a run's 48 trajectories; at 160 a run can truncate none, and the filter never fired in
         # one CI run (446297c). At 128 every rambling one is cut and every well-formed one kept. (An override of 96
@@ -225,31 +222,60 @@ def killed_and_resumed(
         # the tool calls and the code rewards go to the token-protected server: the token FILE reaches every worker
         "agentrl.sandbox.backend=sandbox_fusion", f"agentrl.sandbox.token_file={token_file}",
     )  # fmt: skip
-    env = {"RAY_ADDRESS": two_node_cluster}
-    first.mkdir()
-    with open(first / "log.txt", "w") as log:
-        proc = subprocess.Popen(
-            launch_command("rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, first, *extra)),
-            cwd=REPO, env=launch_env(first, env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        try:
-            _wait_for_step(base / "ckpt", first / "log.txt", 2, proc, timeout=900)
-        finally:
-            # the launcher and the driver, mid-step 3 (Ray ends the driver's job); a run that ended has no group left
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
+
+
+@dataclasses.dataclass(frozen=True)
+class KilledRun:
+    """The first launch, which the weight-sync fault ended."""
+
+    run: Path  # its folder: log.txt, metrics.jsonl, rollouts/, trace/ (checkpoints in ../ckpt)
+    returncode: int
+    output: str
+    ended: float  # time.time() when the launcher exited
+    killed: float | None  # when the fault killed vLLM's worker (None: it never fired)
+
+
+@pytest.fixture(scope="module")
+def killed_run(
+    cpu_sft_model: Path,
+    cpu_inputs_dir,
+    two_node_cluster: tuple[str, Path],
+    token_sandbox: tuple[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> KilledRun:
+    address, mark = two_node_cluster
+    first = tmp_path_factory.mktemp("rl_resume") / "first"
+    fault = {"VERL_USE_EXTERNAL_MODULES": "weight_sync_fault", "PYTHONPATH": str(Path(__file__).parent)}
+    proc = launch(
+        "rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, first, *_overrides(token_sandbox)), first,
+        timeout=900, extra_env={"RAY_ADDRESS": address, **fault},
+    )  # fmt: skip
+    ended = time.time()
+    killed = float(mark.read_text()) if mark.is_file() else None
+    return KilledRun(first, proc.returncode, proc.stdout + proc.stderr, ended, killed)
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(
+    killed_run: KilledRun,
+    cpu_sft_model: Path,
+    cpu_inputs_dir,
+    two_node_cluster: tuple[str, Path],
+    token_sandbox: tuple[str, Path],
+) -> tuple[Path, Path]:
+    """The killed run's folder and its resumption's (same cluster, same overrides, same checkpoint dir)."""
+    second = killed_run.run.parent / "second"
     resumed = launch(
-        "rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, second, *extra), second, timeout=900,
-        extra_env=env,
+        "rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, second, *_overrides(token_sandbox)), second,
+        timeout=900, extra_env={"RAY_ADDRESS": two_node_cluster[0]},
     )  # fmt: skip
     assert resumed.returncode == 0, tail(resumed)
-    return first, second
+    return killed_run.run, second
 
 
 @pytest.fixture(scope="module")
 def two_node_run(killed_and_resumed: tuple[Path, Path]) -> Path:
-    """Steps 1-2 of the run, before it was killed."""
+    """Steps 1-2 of the run, logged before its vLLM worker was killed."""
     return killed_and_resumed[0]
 
 
@@ -258,10 +284,23 @@ def _prompts(run: Path, step: int) -> list[str]:
     return sorted({r["input"] for r in rows})
 
 
+def test_a_dead_vllm_worker_fails_the_weight_sync_with_one_line(killed_run: KilledRun) -> None:
+    """verl 0.9.1's ``BucketedWeightSender`` waited forever for a receiver that died mid-sync; with
+    verl_cpu/weight_sender_timeout.py the run ends with one line naming the timeout, in bounded time."""
+    run = killed_run
+    assert run.killed is not None, run.output[-6000:]  # the fault fired: vLLM's worker died mid-sync
+    assert run.returncode != 0
+    message = f"weight sync to the vLLM server timed out after {SYNC_TIMEOUT_S} s ({TIMEOUT_ENV})"
+    assert message in run.output, run.output[-6000:]
+    # bounded: the sender's timeout, then Ray tears the job down (minutes of slack for a loaded 2-core machine)
+    assert run.ended - run.killed < SYNC_TIMEOUT_S + 240, run.ended - run.killed
+
+
 def test_a_killed_run_resumes_where_it_left_off(killed_and_resumed, cpu_inputs_dir) -> None:
     first, second = killed_and_resumed
-    assert sorted(metrics(second)) == [3]  # only the missing step ran
-    trained = [_prompts(first, 1), _prompts(first, 2), _prompts(second, 3)]
+    assert sorted(metrics(first)) == [1, 2]  # step 3 was checkpointed, and the run died before logging it
+    assert sorted(metrics(second)) == [STEPS]  # only the missing step ran
+    trained = [_prompts(first, 1), _prompts(first, 2), _prompts(second, STEPS)]
     assert all(trained) and len({tuple(p) for p in trained}) == 3  # three different batches: none twice
 
 
@@ -328,8 +367,8 @@ def test_a_launch_shows_a_short_log_with_each_warning_once(killed_and_resumed) -
     assert (ckpt / "verl_config.txt").read_text().count("{'actor_rollout_ref':") == 2
     assert len((ckpt / "launch.log").read_text().splitlines()) > sum(len(_shown_lines(r)) for r in (first, resumed))
     last = resumed.joinpath("log.txt").read_text().split("\n--- stderr ---\n")[0].strip().splitlines()[-1]
-    assert re.fullmatch(r"trained steps 3-3 \(1 steps\) in \d+m\d\ds \(wall, start-up included\): .*/global_step_3",
-                        last), last  # fmt: skip
+    assert re.fullmatch(rf"trained steps {STEPS}-{STEPS} \(1 steps\) in \d+m\d\ds \(wall, start-up included\): "
+                        rf".*/global_step_{STEPS}", last), last  # fmt: skip
 
 
 def test_the_rl_export_holds_the_weights_eval_loads(killed_and_resumed) -> None:
@@ -337,6 +376,6 @@ def test_the_rl_export_holds_the_weights_eval_loads(killed_and_resumed) -> None:
     export is a model eval accepts (it refuses a folder without weights before starting a server: issue 46)."""
     from agentrl_recipe.cli.eval import check_weights
 
-    export = killed_and_resumed[0].parent / "ckpt" / "global_step_3" / "actor" / "huggingface"
+    export = killed_and_resumed[0].parent / "ckpt" / f"global_step_{STEPS}" / "actor" / "huggingface"
     check_weights(str(export))  # raises ValueError naming what is missing
     assert (export / "config.json").is_file()

@@ -1,9 +1,10 @@
-"""Fault injection for tests/integration/test_weight_sync_failure.py: the vLLM worker dies in the middle of a sync.
+"""Fault injection for tests/integration/test_rl_trainer.py: the vLLM worker dies in the middle of a sync.
 
-verl imports this module in every process of the test's run (``VERL_USE_EXTERNAL_MODULES``). In the process that
-receives weights — vLLM's worker — the ``KILL_AT_SYNC_ENV``-th call of verl's ``BucketedWeightReceiver.receive_weights``
-takes its first bucket and then ends the process (``os._exit``) before acknowledging it: the trainer's sender is left
-waiting for an answer that never comes. The time of death goes to ``MARK_ENV``'s file.
+verl imports this module in every process of the test's first launch (``VERL_USE_EXTERNAL_MODULES``). In the process
+that receives weights — vLLM's worker — the ``KILL_AT_SYNC_ENV``-th call of verl's
+``BucketedWeightReceiver.receive_weights`` takes its first bucket and then ends the process (``os._exit``) before
+acknowledging it: the trainer's sender is left waiting for an answer that never comes. The time of death goes to
+``MARK_ENV``'s file.
 """
 
 from __future__ import annotations
