@@ -1,8 +1,11 @@
 """A concurrency limit shared by every AgentLoopWorker of a Ray job (the paper's global ``rate_limit``).
 
-One named, detached-by-name Ray actor holds an asyncio semaphore; each tool call takes a permit for its sandbox run.
-Outside Ray (tests, scripts, one process) or with ``limit=None`` the limiter is a no-op; the per-worker semaphore in
-the tool still applies. Permits of a worker that dies mid-call are lost until the actor restarts with the job.
+One named Ray actor holds an asyncio semaphore; each tool call takes a permit for its sandbox run. Every process that
+asks for it keeps a handle for the rest of the job: Ray kills a named actor that is not detached once no handle to it
+is left, and a tool instance's handle goes with the instance, so before, whenever the last tool of a moment went away
+the next one started the actor again in a new process (three per 2-step CPU launch). Outside Ray (tests, scripts, one
+process) or with ``limit=None`` the limiter is a no-op; the per-worker semaphore in the tool still applies. Permits of
+a worker that dies mid-call are lost until the actor restarts with the job.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 ACTOR_NAME = "agentrl_sandbox_rate_limiter"
+_HELD: dict[tuple[str, str], Any] = {}  # (Ray job id, actor name) → this process's handle, kept for the job
 
 
 class _Permits:
@@ -58,9 +62,12 @@ class GlobalLimiter:
             return cls(None)
         if not ray.is_initialized():
             return cls(None)
-        concurrency = max(1000, 4 * int(limit))
-        actor_cls = ray.remote(num_cpus=0, max_concurrency=concurrency)(_Permits)  # type: ignore[call-overload]
-        actor = actor_cls.options(name=name, get_if_exists=True, lifetime=None).remote(int(limit))
+        key = (ray.get_runtime_context().get_job_id(), name)
+        actor = _HELD.get(key)
+        if actor is None:
+            concurrency = max(1000, 4 * int(limit))
+            actor_cls = ray.remote(num_cpus=0, max_concurrency=concurrency)(_Permits)  # type: ignore[call-overload]
+            actor = _HELD[key] = actor_cls.options(name=name, get_if_exists=True, lifetime=None).remote(int(limit))
         existing = ray.get(actor.stats.remote())["limit"]
         if existing != int(limit):
             raise ValueError(

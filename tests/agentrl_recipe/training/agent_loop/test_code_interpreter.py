@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import time
 import types
 import uuid
 from pathlib import Path
@@ -210,11 +212,19 @@ def test_global_limit_spans_workers_through_one_ray_actor():
                 await asyncio.sleep(0.3)
                 log.append(("out", name))
 
-        async def both():
-            await asyncio.gather(hold(first, "a"), hold(second, "b"))
+        async def both(a: GlobalLimiter, b: GlobalLimiter) -> None:
+            await asyncio.gather(hold(a, "a"), hold(b, "b"))
 
-        asyncio.run(both())
+        asyncio.run(both(first, second))
         assert log[0][0] == "in" and log[1] == ("out", log[0][1])  # never two inside at once
+        # The actor outlives the limiters (the tools) that asked for it: Ray kills a named actor once no handle to it is
+        # left, and each time the last tool went away the next one started it again in a new process.
+        actor_id = first.actor._actor_id
+        del first, second
+        gc.collect()
+        time.sleep(2)  # an unreferenced actor is gone within ~1 s
+        assert ray.get_actor(name)._actor_id == actor_id
+        assert GlobalLimiter.maybe(1, name=name).actor._actor_id == actor_id
     finally:
         if started_here:
             ray.shutdown()
