@@ -55,6 +55,7 @@ STEPS = 4
 # checkpointed, and the resumed run trains step 4.
 KILLED_AT_SYNC = 4
 SYNC_TIMEOUT_S = 20
+FAULT_DIR = str(Path(__file__).parent)  # weight_sync_fault.py's folder: on the PYTHONPATH of the driver and the raylets
 PLUGIN_COMPONENTS = {
     names.AGENT_LOOP,
     names.TOOL_NAME,
@@ -93,7 +94,7 @@ def two_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         **os.environ, "RAY_AUTH_MODE": "disabled", **RAY_PATIENT_HEALTH_CHECKS,  # the head's GCS reads them
         # Every worker of the cluster can import the fault, but only a job that lists it in VERL_USE_EXTERNAL_MODULES
         # (the first launch) loads it; the sender's timeout holds for both launches.
-        "PYTHONPATH": str(Path(__file__).parent), KILL_AT_SYNC_ENV: str(KILLED_AT_SYNC), MARK_ENV: str(mark),
+        "PYTHONPATH": FAULT_DIR, KILL_AT_SYNC_ENV: str(KILLED_AT_SYNC), MARK_ENV: str(mark),
         TIMEOUT_ENV: str(SYNC_TIMEOUT_S),
     }  # fmt: skip
     ray_bin = str(Path(sys.executable).parent / "ray")
@@ -245,7 +246,7 @@ def killed_run(
 ) -> KilledRun:
     address, mark = two_node_cluster
     first = tmp_path_factory.mktemp("rl_resume") / "first"
-    fault = {"VERL_USE_EXTERNAL_MODULES": "weight_sync_fault", "PYTHONPATH": str(Path(__file__).parent)}
+    fault = {"VERL_USE_EXTERNAL_MODULES": "weight_sync_fault", "PYTHONPATH": FAULT_DIR}
     proc = launch(
         "rl", "agentrl_rl_cpu", _rl_args(cpu_sft_model, cpu_inputs_dir, first, *_overrides(token_sandbox)), first,
         timeout=900, extra_env={"RAY_ADDRESS": address, **fault},
