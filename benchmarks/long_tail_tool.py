@@ -12,6 +12,11 @@ made visible to its tool calls) is registered under the recipe's agent-loop name
 ``benchmarks/trainer_modes.py`` writes, so every mode and every repetition gets the same slow trajectories. Without
 it (the CPU trainer tests use the tool alone, with every call slow) the request id is the key.
 
+``AGENTRL_BENCH_FLOOD_EVERY=N``: the 1st, (N+1)th, ... call a process executes runs :data:`FLOOD_CODE` in the
+sandbox in place of the model's code. Its output fills ``max_tool_response_length``, more than the CPU configs'
+response budget has left, so that trajectory is truncated (``tool_response_overflow``): a test gets an overlong
+trajectory by construction, not by waiting for the tiny model to ramble.
+
 ``AGENTRL_BENCH_EXEC_DIR``: each execution of a call leaves one record there (:func:`record_execution`), so a test
 can count executions at the tool. Benchmark and tests only; selected by a tool YAML.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -35,6 +41,9 @@ from agentrl_recipe.training.agent_loop.loop import AgentRLToolAgentLoop
 
 # "<prompt>:<sample index>" of the trajectory whose agent loop is running (set per asyncio task by the loop)
 TRAJECTORY_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentrl_bench_trajectory", default=None)
+# a program printing more than any max_tool_response_length the configs set (one token per digit for the tiny model)
+FLOOD_CODE = 'print("7" * 4096)'
+_CALLS = itertools.count()  # calls this process has executed (AGENTRL_BENCH_FLOOD_EVERY)
 
 
 def is_tail(key: str, every: int, seed: str = "0") -> bool:
@@ -69,6 +78,9 @@ class LongTailCodeInterpreter(CodeInterpreterTool):
         key = TRAJECTORY_KEY.get() or request_id
         every = int(os.environ.get("AGENTRL_BENCH_TAIL_EVERY", "8"))
         tail = is_tail(key, every, os.environ.get("AGENTRL_BENCH_TAIL_SEED", "0"))
+        flood_every = int(os.environ.get("AGENTRL_BENCH_FLOOD_EVERY", "0"))
+        if flood_every and next(_CALLS) % flood_every == 0 and isinstance(parameters, dict):
+            parameters = {**parameters, "code": FLOOD_CODE}
         started = time.time()
         if tail:
             await asyncio.sleep(float(os.environ.get("AGENTRL_BENCH_TAIL_S", "0")))

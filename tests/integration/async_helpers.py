@@ -35,6 +35,10 @@ TOOL_YAML = REPO / "verl_configs/tools/code_interpreter.yaml"
 ROC_AND_MASKS = ("agentrl.roc.enable=true", "agentrl.roc.keep_per_group=2", "agentrl.masks.void_turn=true",
                  "agentrl.masks.infra_failure=true")  # fmt: skip
 KEEP_PER_GROUP = 2
+# colocate_async: the 1st, 17th, 33rd... tool call of the agent-loop worker prints a flood (long_tail_tool.py)
+# that does not fit in the response budget, so the run has trajectories its budget cut by construction, not only when
+# the tiny model rambles to 160 tokens (0-2 of 48 trajectories; none in one CI run).
+FLOOD_EVERY = 16
 COLOCATE_MASKS = ("void_turn", "infra_failure")
 
 
@@ -55,8 +59,10 @@ def _async_run(
     tmp_path_factory: pytest.TempPathFactory,
     *extra: str,
     tool_sleep_s: float = TOOL_SLEEP_S,
+    flood_every: int = 0,
 ) -> Path:
-    """`make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=<mode>` for ``steps`` steps (``extra``: more overrides)."""
+    """`make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=<mode>` for ``steps`` steps (``extra``: more overrides;
+    ``flood_every``: AGENTRL_BENCH_FLOOD_EVERY, 0 for none)."""
     run = tmp_path_factory.mktemp(f"rl_{mode}")
     args = [
         "--model", str(model), "--data", str(inputs.rl_train), "--val-data", str(inputs.rl_val),
@@ -70,6 +76,7 @@ def _async_run(
         "AGENTRL_BENCH_TAIL_EVERY": "1",
         "AGENTRL_BENCH_TAIL_S": str(tool_sleep_s),
         "AGENTRL_BENCH_EXEC_DIR": str(run / "tool_executions"),
+        "AGENTRL_BENCH_FLOOD_EVERY": str(flood_every),
     }
     proc = launch("rl", "agentrl_rl_cpu", args, run, timeout=900, extra_env=env)
     assert proc.returncode == 0, tail(proc)

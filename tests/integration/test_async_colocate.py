@@ -2,7 +2,8 @@
 ARGS=+recipe/async=colocate_async`.
 
 3 steps with RoC and the void-turn and infra masks, all in AgentRLReplayBufferAsync (a mini-batch they take whole is
-dropped and replaced there); every tool call sleeps ``TOOL_SLEEP_S`` (async_helpers.py). separate_async is
+dropped and replaced there); every tool call sleeps ``TOOL_SLEEP_S`` and every ``FLOOD_EVERY``-th prints a flood that
+truncates its trajectory (async_helpers.py). separate_async is
 test_async_separate.py (its own file: the two runs go to the two xdist workers).
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from async_helpers import (
+    FLOOD_EVERY,
     KEEP_PER_GROUP,
     ROC_AND_MASKS,
     STEPS,
@@ -25,12 +27,15 @@ from async_helpers import (
 )
 from trainer_helpers import metrics
 
+from agentrl_recipe.training.algos.masking import TRUNCATED_TERMINATIONS
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the run (fixture)
 
 
 @pytest.fixture(scope="module")
 def colocate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _async_run("colocate_async", STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory, *ROC_AND_MASKS)
+    inputs = (cpu_sft_model, cpu_inputs_dir, tmp_path_factory)
+    return _async_run("colocate_async", STEPS, *inputs, *ROC_AND_MASKS, flood_every=FLOOD_EVERY)
 
 
 def test_colocate_async_trains_every_step_with_the_async_buffer(colocate_async_run: Path) -> None:
@@ -92,5 +97,13 @@ def test_rollout_correction_and_the_mask_apply(colocate_async_run: Path) -> None
     steps = metrics(colocate_async_run)
     for step in steps.values():  # token-level IS weights, truncated at the cap of recipe/async (2.0)
         assert step["rollout_corr/rollout_is_mean"] > 0 and step["rollout_corr/rollout_is_max"] <= 2.0
-    assert sum(s["training/masks/overlong_filter_ratio"] for s in steps.values()) > 0, "no overlong trajectory"
+    # The overlong filter flags every trajectory the budget cut (the model's tokens ran to it, or a tool response did
+    # not fit), counted from the trajectories' own termination. The run's first tool call printed the flood: its
+    # trajectory, trained in step 1, is one.
+    dumped = _dumped_trajectories(colocate_async_run)
+    for number, step in steps.items():
+        n = dumped[number]
+        cut = sum(round(step.get(f"agentrl_tools/termination/{why}_frac", 0.0) * n) for why in TRUNCATED_TERMINATIONS)
+        assert round(step["training/masks/overlong_filter_ratio"] * n) >= cut, (number, step)
+    assert steps[1].get("agentrl_tools/termination/tool_response_overflow_frac", 0.0) > 0, steps[1]
     assert sum(s["training/masks/masked_trajectories"] for s in steps.values()) > 0
