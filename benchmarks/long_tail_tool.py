@@ -34,6 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.tools.schemas import ToolResponse
 
 from agentrl_recipe.training.agent_loop.code_interpreter import CodeInterpreterTool
@@ -62,7 +63,7 @@ def trajectory_key(row: dict[str, Any]) -> str:
 class LongTailAgentLoop(AgentRLToolAgentLoop):
     """``agentrl_tool_agent`` that makes its trajectory's key visible to the tool calls it makes."""
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any):
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         TRAJECTORY_KEY.set(trajectory_key(kwargs))  # this task's context: its tool calls see it
         return await super().run(sampling_params, **kwargs)
 
