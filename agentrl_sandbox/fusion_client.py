@@ -12,7 +12,9 @@ timeout + ``read_slack_s``, queue wait included) applies. A connection failure o
 (the server died, hung or is cut off) takes that server out and the run goes to another server at once; a plain server's
 read timeout moves the run too and counts towards ``eject_after_errors``; 5xx and ``SandboxError`` answers also move the
 run to another server (with backoff when there is none), and take a server out after ``eject_after_errors`` in a row. A
-503 (queue full) waits its ``Retry-After`` and does not use up a retry. A call ends as ``infra_error`` when it gives up
+503 (queue full) waits its ``Retry-After`` and does not use up a retry. An attempt the call's own deadline cuts short
+(less time left than the run's timeout + ``read_slack_s``) is no verdict on its server: the call ends there, its message
+naming the last failure a server gave. A call ends as ``infra_error`` when it gives up
 — so a sick sandbox service shows up as infrastructure failures, never as wrong answers. A 413 (the code, or its stdin
 or files, over the server's size limits) is the code's fault: the call ends at once as status ``too_large`` with the
 server's reason, and the server's failure count is untouched. 401 and other 4xx are not retried: they name the fix.
@@ -62,7 +64,7 @@ KEEPALIVE_EXPIRY_S = 1.0
 class Attempt:
     """How one request to one server ended."""
 
-    kind: str  # done | connection | timeout | busy | server_error | too_large | rejected
+    kind: str  # done | connection | timeout | busy | server_error | too_large | rejected | deadline
     result: ExecResult | None = None
     error: str = ""
     retry_after_s: float = 0.0
@@ -97,16 +99,19 @@ class _Progress:
         self.cause = min(limits, key=lambda k: limits[k])
         return limits[self.cause]
 
-    def timed_out(self, read_s: float, per_request: bool, slack_s: float) -> Attempt:
-        """The Attempt of a request whose limit (:attr:`cause`) passed."""
+    def timed_out(self, read_s: float, due_s: float, remaining_s: float, slack_s: float) -> Attempt:
+        """The Attempt of a request whose limit (:attr:`cause`) passed: ``read_s`` was its limit, ``due_s`` what a
+        run may take (its timeout + ``read_slack_s``), ``remaining_s`` what the call's deadline had left."""
         if self.cause == "silence":  # the server stopped its heartbeat: hung, stopped or cut off
             return Attempt("hung", error=f"no progress line within {slack_s:g} s", queued_s=self.queued_s)
         if self.cause == "queue":  # busy: its queue outlasted the call's deadline (and the queue budget)
             return Attempt("busy", error=f"still queued after {self.queued_s:g} s", queued_s=self.queued_s)
         if self.cause == "run":
             return Attempt("server_error", error="the run outlasted its timeout + read_slack_s", queued_s=self.queued_s)
-        # no answer, no progress: a plain server's old deadline (or the call's own deadline cut the read short)
-        kind = "timeout" if per_request else "server_error"
+        if read_s < due_s:  # the call's own deadline cut the read short: no verdict on the server
+            return Attempt("deadline", error=f"the call's deadline left {read_s:g} s of the {due_s:g} s a run may take")
+        # no answer, no progress within what a run may take: a plain server's old deadline
+        kind = "timeout" if read_s < remaining_s else "server_error"
         return Attempt(kind, error=f"ReadTimeout: no answer within {read_s:g} s")
 
 
@@ -169,7 +174,8 @@ class SandboxFusionClient(Sandbox):
         loop = asyncio.get_running_loop()
         progress = _Progress(sent=loop.time())
         server.outstanding += 1
-        read_s = min(remaining_s, run_timeout_s + self.cfg.read_slack_s)
+        due_s = run_timeout_s + self.cfg.read_slack_s
+        read_s = min(remaining_s, due_s)
         timeout = httpx.Timeout(None, connect=min(self.cfg.connect_timeout_s, remaining_s), write=read_s, pool=read_s)
         url = server.url + "/run_code"
         try:
@@ -181,7 +187,7 @@ class SandboxFusionClient(Sandbox):
                     await resp.aread()  # a plain answer (SandboxFusion, or a refusal): the old deadline applies
                     return self._attempt(server, resp.status_code, resp.headers, resp.content, progress)
         except TimeoutError:
-            return progress.timed_out(read_s, read_s < remaining_s, self.cfg.read_slack_s)
+            return progress.timed_out(read_s, due_s, remaining_s, self.cfg.read_slack_s)
         except httpx.TimeoutException as exc:  # connect (or our own pool: its size rules that out)
             kind = "connection" if isinstance(exc, httpx.ConnectTimeout) else "server_error"
             return Attempt(kind, error=f"{type(exc).__name__}: no connection within {self.cfg.connect_timeout_s:g} s")
@@ -282,6 +288,9 @@ class SandboxFusionClient(Sandbox):
                     route = Route(server.url, attempt.latency_s, tuple(failed))
                     self.stats["too_large"] += 1
                     return ExecResult("too_large", message=attempt.error, duration_s=self._since(start), route=route)
+                if attempt.kind == "deadline":  # the call's time is up: report the last failure the servers gave
+                    message = f"sandbox at {self.cfg.urls}: {attempt.error} (attempt {attempts}); before: {last_error}"
+                    return self._gave_up(message, start, failed)
                 kind, last_error = attempt.kind, f"{server.url}: {attempt.error}"
                 if kind == "busy":  # back-pressure, not a failure: does not use up a retry
                     attempts -= 1

@@ -203,6 +203,38 @@ def test_5xx_is_retried_then_succeeds_and_total_deadline_is_respected():
             c.close()
 
 
+def test_an_attempt_cut_by_the_calls_deadline_names_the_last_server_failure_and_charges_no_server():
+    """A 500, then a server that answers too late: the second attempt has ~2.4 s of the call's 2.5 s deadline left,
+    less than the 30.5 s a run may take (0.5 s + ``read_slack_s``), so its silence is no verdict on the server."""
+    calls = {"n": 0}
+    app = FastAPI()
+
+    @app.post("/run_code")
+    async def fails_then_stalls(body: dict):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return JSONResponse({"detail": "boom"}, status_code=500)
+        await asyncio.sleep(3.0)
+        return response_from_result(ExecResult("ok", stdout="late\n", exit_code=0, duration_s=0.01))
+
+    with serve(app) as url:
+        c = client(url, retries=1000, request_deadline_s=1.0)
+        try:
+            start = time.monotonic()
+            res = c.run("print(1)", timeout_s=0.5)
+            elapsed = time.monotonic() - start
+            server = c.fleet.servers[0]
+            assert res.status == "infra_error", res
+            assert (
+                "the call's deadline left" in res.message and "of the 30.5 s a run may take (attempt 2)" in res.message
+            )
+            assert res.message.endswith(f'before: {url}: HTTP 500: {{"detail":"boom"}}'), res.message
+            assert (server.failures, server.healthy) == (1, True)  # the 500 only
+            assert 2.5 <= elapsed < 2.5 + 1.5
+        finally:
+            c.close()
+
+
 def test_sandbox_error_and_real_sandbox_fusion_responses_map_to_our_statuses():
     assert result_from_response({"status": "SandboxError", "message": "pod died"}, 0.1).status == "infra_error"
     real_tle = {
