@@ -48,6 +48,10 @@ def plain_verl_run(qwen25_inputs_and_sft_model, tmp_path_factory: pytest.TempPat
         "trainer.total_training_steps=2", "trainer.save_freq=-1", "trainer.val_before_train=false",
         "trainer.test_freq=-1",
         "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2", "actor_rollout_ref.rollout.n=2",
+        # An entropy term makes step 1 update the weights whatever the rewards: GRPO's advantages are all 0 when each
+        # group's trajectories score alike (the tiny model is never right; well-formed calls all score -0.9), and
+        # step 2's weight-sync check below needs weights that moved.
+        "actor_rollout_ref.actor.entropy_coeff=0.01",
     ]  # fmt: skip
     run = base / "run"
     run.mkdir()  # verl's file logger writes metrics.jsonl there, the markers go to run/trace
@@ -89,9 +93,10 @@ def test_two_rl_steps_through_verls_vllm_server(plain_verl_run: Path) -> None:
     assert "vLLMHttpServer" in log  # verl's vLLM server actor rolled out
     # its worker ran inside the engine core (agentrl_rl_cpu's uniproc executor): no process of its own logged
     assert "(EngineCore pid=" in log and "(Worker pid=" not in log
-    # Step 2 rolled out after step 1's update and weight sync: vLLM's probabilities equal the actor's recomputation
-    # only if it serves the updated weights (the floor: a few 1e-6, test_rl_trainer.py).
+    # Step 2 rolled out after step 1's update (the entropy term's gradient, at least) and weight sync: vLLM's
+    # probabilities equal the actor's recomputation only if it serves the updated weights (the floor: a few 1e-6,
+    # test_rl_trainer.py).
     assert steps[2]["training/rollout_probs_diff_max"] < 1e-5, steps[2]["training/rollout_probs_diff_max"]
-    assert any(s["actor/grad_norm"] > 0 for s in steps.values()), steps
+    assert steps[1]["actor/entropy_loss"] > 0 and steps[1]["actor/grad_norm"] > 0, steps[1]  # step 1 moved them
     for number, step in steps.items():
         assert step["agentrl_tools/calls_per_traj/mean"] > 0, number  # the Qwen2.5-templated model called the tool
