@@ -99,9 +99,9 @@ class _Progress:
         self.cause = min(limits, key=lambda k: limits[k])
         return limits[self.cause]
 
-    def timed_out(self, read_s: float, due_s: float, remaining_s: float, slack_s: float) -> Attempt:
+    def timed_out(self, read_s: float, due_s: float, slack_s: float) -> Attempt:
         """The Attempt of a request whose limit (:attr:`cause`) passed: ``read_s`` was its limit, ``due_s`` what a
-        run may take (its timeout + ``read_slack_s``), ``remaining_s`` what the call's deadline had left."""
+        run may take (its timeout + ``read_slack_s``; more than ``read_s`` when the call's deadline cut it)."""
         if self.cause == "silence":  # the server stopped its heartbeat: hung, stopped or cut off
             return Attempt("hung", error=f"no progress line within {slack_s:g} s", queued_s=self.queued_s)
         if self.cause == "queue":  # busy: its queue outlasted the call's deadline (and the queue budget)
@@ -111,8 +111,7 @@ class _Progress:
         if read_s < due_s:  # the call's own deadline cut the read short: no verdict on the server
             return Attempt("deadline", error=f"the call's deadline left {read_s:g} s of the {due_s:g} s a run may take")
         # no answer, no progress within what a run may take: a plain server's old deadline
-        kind = "timeout" if read_s < remaining_s else "server_error"
-        return Attempt(kind, error=f"ReadTimeout: no answer within {read_s:g} s")
+        return Attempt("timeout", error=f"ReadTimeout: no answer within {read_s:g} s")
 
 
 class SandboxFusionClient(Sandbox):
@@ -187,7 +186,7 @@ class SandboxFusionClient(Sandbox):
                     await resp.aread()  # a plain answer (SandboxFusion, or a refusal): the old deadline applies
                     return self._attempt(server, resp.status_code, resp.headers, resp.content, progress)
         except TimeoutError:
-            return progress.timed_out(read_s, due_s, remaining_s, self.cfg.read_slack_s)
+            return progress.timed_out(read_s, due_s, self.cfg.read_slack_s)
         except httpx.TimeoutException as exc:  # connect (or our own pool: its size rules that out)
             kind = "connection" if isinstance(exc, httpx.ConnectTimeout) else "server_error"
             return Attempt(kind, error=f"{type(exc).__name__}: no connection within {self.cfg.connect_timeout_s:g} s")
