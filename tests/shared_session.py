@@ -41,10 +41,16 @@ def cache_root() -> Path | None:
     return None if value.strip().lower() in ("", "0", "off", "no", "false") else Path(value)
 
 
+def _is_build_output(path: Path) -> bool:
+    """Bytecode, or setuptools' metadata (``*.egg-info``), which any pip build of the folder rewrites: the suite's own
+    resolve test does, mid-session, so hashing it gave the same code two keys."""
+    return path.suffix == ".pyc" or any(part == "__pycache__" or part.endswith(".egg-info") for part in path.parts)
+
+
 def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    return sorted(p for p in path.rglob("*") if p.is_file() and not _is_build_output(p))
 
 
 def content_key(paths: Iterable[Path], distributions: Iterable[str] = (), extra: Iterable[str] = ()) -> str:

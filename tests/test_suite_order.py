@@ -104,3 +104,16 @@ def test_the_content_key_follows_the_bytes(tmp_path: Path) -> None:
     assert content_key([tmp_path / "src"], ["pytest"], ["--steps=61"]) != key
     (tmp_path / "src" / "a.py").write_text("x = 2\n")
     assert content_key([tmp_path / "src"], ["pytest"], ["--steps=60"]) != key
+
+
+def test_the_content_key_ignores_build_outputs(tmp_path: Path) -> None:
+    """A pip build of the folder rewrites its ``*.egg-info`` (the GPU-variant resolve test does, mid-session)."""
+    (tmp_path / "src" / "pkg.egg-info").mkdir(parents=True)
+    (tmp_path / "src" / "a.py").write_text("x = 1\n")
+    key = content_key([tmp_path / "src"])
+    (tmp_path / "src" / "pkg.egg-info" / "SOURCES.txt").write_text("a.py\n")
+    (tmp_path / "src" / "__pycache__").mkdir()
+    (tmp_path / "src" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert content_key([tmp_path / "src"]) == key
+    (tmp_path / "src" / "b.py").write_text("")
+    assert content_key([tmp_path / "src"]) != key
