@@ -41,16 +41,17 @@ def cache_root() -> Path | None:
     return None if value.strip().lower() in ("", "0", "off", "no", "false") else Path(value)
 
 
-def _is_build_output(path: Path) -> bool:
+def _is_build_output(relative: Path) -> bool:
     """Bytecode, or setuptools' metadata (``*.egg-info``), which any pip build of the folder rewrites: the suite's own
-    resolve test does, mid-session, so hashing it gave the same code two keys."""
-    return path.suffix == ".pyc" or any(part == "__pycache__" or part.endswith(".egg-info") for part in path.parts)
+    resolve test does, mid-session, so hashing it gave the same code two keys. ``relative`` is below the hashed folder:
+    a checkout that itself sits in a folder with such a name still hashes its files."""
+    return relative.suffix == ".pyc" or any(p == "__pycache__" or p.endswith(".egg-info") for p in relative.parts)
 
 
 def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and not _is_build_output(p))
+    return sorted(p for p in path.rglob("*") if p.is_file() and not _is_build_output(p.relative_to(path)))
 
 
 def content_key(paths: Iterable[Path], distributions: Iterable[str] = (), extra: Iterable[str] = ()) -> str:

@@ -117,3 +117,9 @@ def test_the_content_key_ignores_build_outputs(tmp_path: Path) -> None:
     assert content_key([tmp_path / "src"]) == key
     (tmp_path / "src" / "b.py").write_text("")
     assert content_key([tmp_path / "src"]) != key
+    inside = tmp_path / "checkout.egg-info" / "src"  # only what is below the hashed folder is judged
+    inside.mkdir(parents=True)
+    (inside / "a.py").write_text("x = 1\n")
+    key = content_key([inside])
+    (inside / "a.py").write_text("x = 2\n")
+    assert content_key([inside]) != key
