@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fresh_python import run_python
 
 from agentrl_recipe import names
 from agentrl_sandbox import runtime_env
@@ -63,13 +64,7 @@ REGISTRY_PROBE = textwrap.dedent(
 
 
 def _run(code: str, env: dict[str, str] | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+    return run_python(["-c", code], env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 OURS = ("agentrl_recipe", "agentrl_sandbox", "verl_cpu", "data_prep", "verl_configs")
@@ -96,7 +91,7 @@ class PlainImport:
 @pytest.fixture(scope="module")
 def plain_import(tmp_path_factory: pytest.TempPathFactory) -> PlainImport:
     where = tmp_path_factory.mktemp("plain_import")
-    proc = subprocess.run([sys.executable, "-c", PLAIN_IMPORT], capture_output=True, text=True, timeout=300, cwd=where)
+    proc = run_python(["-c", PLAIN_IMPORT], cwd=where)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.rsplit("@@", 1)[1])
     return PlainImport(set(report["loaded"]), report["seen"], proc.stderr)
@@ -164,9 +159,7 @@ def test_plugin_import_logs_what_it_registered(plain_import: PlainImport) -> Non
 
 
 def test_doctor_json_reports_versions_and_names(agentrl_cache: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentrl_recipe.cli", "doctor", "--json"], capture_output=True, text=True, timeout=300
-    )
+    proc = run_python(["-m", "agentrl_recipe.cli", "doctor", "--json"])
     report = json.loads(proc.stdout)
     assert proc.returncode == 0, report["problems"]
     assert report["ok"] is True and report["problems"] == []

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from fresh_python import run_python
 
 from agentrl_recipe.cli import data as data_cli
 
@@ -29,9 +29,7 @@ for module in sys.argv[1:]:
 
 
 def test_each_job_module_runs_standalone(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", RUN_EACH, *JOB_MODULES], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    proc = run_python(["-c", RUN_EACH, *JOB_MODULES], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # stdout: usage of the first, "@@ <module> exit 0", usage of the next, ...
     chunks = proc.stdout.split("@@ ")
@@ -55,10 +53,7 @@ def test_data_help_lists_exactly_the_jobs(tmp_path: Path) -> None:
     assert set(data_cli.JOBS) == {
         "sft-released", "sft-generate", "sft-stitched", "rl-mix", "rl-released", "eval-sets", "model-aware", "validate",
     }  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentrl_recipe.cli", "data", "--help"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_python(["-m", "agentrl_recipe.cli", "data", "--help"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     jobs_section = proc.stdout.split("positional arguments:")[1].split("options:")[0]
     assert re.findall(r"^ {4}(\S+)", jobs_section, re.M) == list(data_cli.JOBS)  # job lines; their help wraps deeper

@@ -1,11 +1,12 @@
-"""Run Python in a fresh process, the CPU platform selected or another (verl's platform is a process singleton)."""
+"""Run Python in a fresh process (a fork of tests/fresh_python.py's zygote), the CPU platform selected or another
+(verl's platform is a process singleton)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+
+from fresh_python import run_python
 
 from verl_cpu import names
 
@@ -16,6 +17,6 @@ def run_probe(code: str, *, cpu: bool = True, extra_env: dict[str, str] | None =
     # cpu=False: another platform, as on a GPU node (here, with no accelerator, an unset one would be the CPU one)
     env["VERL_PLATFORM"] = names.PLATFORM if cpu else "nvidia"
     env.update(extra_env or {})
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+    proc = run_python(["-c", code], env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.rsplit("@@", 1)[1])

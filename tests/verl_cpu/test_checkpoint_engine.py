@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import ray
 import torch
 from engine_peers import EnginePeer
+from fresh_python import run_python
 from verl.checkpoint_engine import CheckpointEngineRegistry
 
 from verl_cpu import names
@@ -142,5 +141,5 @@ def test_a_process_whose_first_import_is_the_engine_module_registers_it():
         "from verl.checkpoint_engine import CheckpointEngineRegistry\n"
         f"assert CheckpointEngineRegistry.get({names.CHECKPOINT_ENGINE!r}) is m.RayObjectStoreCheckpointEngine\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = run_python(["-c", code])
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 
 import pytest
+from fresh_python import run_python
 
 from verl_cpu import names, quiet
 
@@ -22,9 +22,7 @@ import verl.workers.engine  # its optional engines warn on import
 
 def _probe(**env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
-    return subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, env={**base, **env}
-    )
+    return run_python(["-c", PROBE], env={**base, **env})
 
 
 @pytest.mark.skipif(names.other_platform_detected(), reason="this host has an accelerator: verl's own choice stands")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
+
+from fresh_python import run_python
 
 from agentrl_recipe import names
 
@@ -66,13 +66,7 @@ def test_verl_config_selecting_the_manager_by_path_loads_it_in_a_fresh_process(t
         "+reward.reward_kwargs.tool_bonus_count=turns",
     ]
     env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_PLUGINS"}
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tiny_model_dir), json.dumps(overrides)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-    )
+    proc = run_python(["-c", SCRIPT, str(tiny_model_dir), json.dumps(overrides)], env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["cls"] == "agentrl_recipe.training.rewards.manager.AgentRLRewardManager"
