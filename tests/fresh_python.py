@@ -156,7 +156,7 @@ class Zygote:
         command = [sys.executable, *args]
         if answer == "timeout":
             raise subprocess.TimeoutExpired(command, timeout, out, err)
-        return subprocess.CompletedProcess(command, answer, out, err)
+        return subprocess.CompletedProcess(command, int(answer), out, err)
 
     def _send(self, job: dict) -> None:
         assert self.process.stdin is not None
