@@ -6,12 +6,13 @@ fork exactly as in a new interpreter.
 
 A job runs as a new interpreter would run it: its own environment, working directory and ``sys.argv``, a fresh
 ``__main__``, stdin from /dev/null, and a normal interpreter exit (non-daemon threads joined, atexit handlers run). What
-a fork cannot honour runs as a plain subprocess instead, never in a fork: interpreter options other than ``-c``/``-m``,
-and an environment that differs from the zygote's in a variable read at interpreter start-up or by the preloaded
+a fork cannot honour runs as a plain subprocess instead: interpreter options other than ``-c``/``-m``, and an
+environment that differs from the calling process's in a variable read at interpreter start-up or by the preloaded
 libraries' imports (``STARTUP_PREFIXES``: ``PYTHONPATH``, ``HF_*``, ``RAY_*``, ...).
 
-One zygote per pytest worker, started on first use with the environment the session had when this module loaded;
-it runs one job at a time (a worker runs one test at a time) and exits when the worker does.
+A pytest worker starts a zygote on first use, with its own environment, and another when the start-up variables of its
+environment change (its first `import verl` sets some); a zygote runs one job at a time (a worker runs one test at a
+time) and exits with the worker.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ STARTUP_PREFIXES = (
     "HF_", "HUGGINGFACE", "TRANSFORMERS", "TOKENIZERS", "DATASETS", "RAY_", "GRPC_", "TQDM", "XDG_", "HOME", "TMPDIR",
     "LANG", "LC_", "TZ",
 )  # fmt: skip
-SESSION_ENV = dict(os.environ)  # the zygote's environment: the session's, before any test changed it
 
 ZYGOTE = r"""
 PRISTINE_MAIN = dict(globals())  # what `python -c` puts in __main__, for each job's own
@@ -137,13 +137,6 @@ class Zygote:
         if self.process.stdout is None or self.process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the test zygote did not start (exit {self.process.wait()})")
 
-    def forks(self, args: Sequence[str], env: Mapping[str, str]) -> bool:
-        """Whether a job can run in a fork: ``-c``/``-m`` alone, and the zygote's values of ``STARTUP_PREFIXES``."""
-        if len(args) < 2 or args[0] not in ("-c", "-m"):
-            return False
-        keys = {k for k in (*env, *self.env) if k.startswith(STARTUP_PREFIXES)}
-        return all(env.get(k) == self.env.get(k) for k in keys)
-
     def run(self, args: Sequence[str], env: Mapping[str, str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="fresh-python-") as scratch, self.lock:
             stdout, stderr = Path(scratch, "stdout"), Path(scratch, "stderr")
@@ -157,6 +150,12 @@ class Zygote:
         if answer == "timeout":
             raise subprocess.TimeoutExpired(command, timeout, out, err)
         return subprocess.CompletedProcess(command, int(answer), out, err)
+
+    def close(self) -> None:
+        """End of input: the zygote leaves its loop and exits."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
 
     def _send(self, job: dict) -> None:
         assert self.process.stdin is not None
@@ -173,7 +172,15 @@ class Zygote:
         return json.loads(line)["returncode"]
 
 
-_zygote: Zygote | None = None
+def startup_variables(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The variables of ``env`` a fork would take from its zygote rather than from the job."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(STARTUP_PREFIXES)))
+
+
+# Zygotes by the start-up variables they were started with: those of this process's environment when a job asked for
+# one. They change when this process first imports verl or Ray (which set RAY_*, TORCH*) or a test patches one.
+_zygotes: dict[tuple[tuple[str, str], ...], Zygote] = {}
+KEPT_ZYGOTES = 2  # ~0.6 GB each
 
 
 def run_python(
@@ -185,12 +192,19 @@ def run_python(
 ) -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)``, forked from the zygote where
     it can be (``env`` is the whole environment, ``os.environ`` by default)."""
-    global _zygote
     env = dict(os.environ if env is None else env)
     where = str(cwd or os.getcwd())
-    if _zygote is None or _zygote.process.poll() is not None:
-        _zygote = Zygote(SESSION_ENV)
-    if not _zygote.forks(args, env):
+    startup = startup_variables(os.environ)
+    if len(args) < 2 or args[0] not in ("-c", "-m") or startup_variables(env) != startup:
         command = [sys.executable, *args]
         return subprocess.run(command, capture_output=True, text=True, env=env, cwd=where, timeout=timeout)
-    return _zygote.run(args, env, where, timeout)
+    return _zygote(startup).run(args, env, where, timeout)
+
+
+def _zygote(startup: tuple[tuple[str, str], ...]) -> Zygote:
+    zygote = _zygotes.get(startup)
+    if zygote is None or zygote.process.poll() is not None:
+        while len(_zygotes) >= KEPT_ZYGOTES:
+            _zygotes.pop(next(iter(_zygotes))).close()
+        zygote = _zygotes[startup] = Zygote(os.environ)
+    return zygote
