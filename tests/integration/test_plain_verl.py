@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fresh_python import run_python
 from trainer_helpers import launch_env, metrics
 
 from agentrl_recipe import names
@@ -37,10 +38,8 @@ def plain_verl_run(qwen25_inputs_and_sft_model, tmp_path_factory: pytest.TempPat
     base = tmp_path_factory.mktemp("plain_verl")
     elsewhere = base / "my_project"
     elsewhere.mkdir()
-    copy = subprocess.run(
-        [sys.executable, "-m", "agentrl_recipe.cli", "configs", "cp", "agentrl_rl_cpu", str(elsewhere / "my_rl.yaml")],
-        cwd=elsewhere, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    copy = run_python(["-m", "agentrl_recipe.cli", "configs", "cp", "agentrl_rl_cpu", str(elsewhere / "my_rl.yaml")],
+                      cwd=elsewhere)  # fmt: skip
     assert copy.returncode == 0, copy.stderr[-3000:]
     overrides = [
         f"data.train_files={inputs.rl_train}", f"data.val_files={inputs.rl_val}",

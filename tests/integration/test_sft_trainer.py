@@ -6,11 +6,10 @@ plus a two-rank run on what `agentrl-recipe data sft-released` writes from the r
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fresh_python import run_python
 from trainer_helpers import REPO, launch, metrics, tail
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pays for the runs (fixtures)
@@ -30,23 +29,20 @@ def test_sft_trains_checkpoints_and_exports(cpu_sft_model: Path, cpu_sft_run: Pa
 def test_the_export_loads_in_the_eval_harness(cpu_sft_model: Path, cpu_inputs_dir, tmp_path: Path) -> None:
     out = tmp_path / "eval"
     command = [
-        sys.executable, "-m", "agentrl_recipe.cli", "eval", "run", "--model", str(cpu_sft_model),
+        "-m", "agentrl_recipe.cli", "eval", "run", "--model", str(cpu_sft_model),
         "--data", str(cpu_inputs_dir.rl_val), "--out", str(out), "-k", "1", "--limit", "4",
         "--max-prompt-length", "384", "--max-response-length", "160", "--max-assistant-turns", "3",
         "--backend", "hf",  # in-process; through vLLM (the default): test_vllm_serve_on_cpu.py
     ]  # fmt: skip
-    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = run_python(command, cwd=REPO)
     assert proc.returncode == 0, tail(proc)
     assert (out / "report.json").is_file()
 
 
 def test_two_ranks_on_converted_released_trajectories(cpu_inputs_dir, tmp_path: Path) -> None:
     parquet = tmp_path / "sft3k.parquet"
-    convert = [sys.executable, "-m", "agentrl_recipe.cli", "data", "sft-released"]
-    proc = subprocess.run(
-        [*convert, str(REPO / "tests/data/open_agentrl_sft_3k.jsonl"), "--out", str(parquet)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    convert = ["-m", "agentrl_recipe.cli", "data", "sft-released"]
+    proc = run_python([*convert, str(REPO / "tests/data/open_agentrl_sft_3k.jsonl"), "--out", str(parquet)], cwd=REPO)
     assert proc.returncode == 0, tail(proc)
     run = tmp_path / "run"
     args = [

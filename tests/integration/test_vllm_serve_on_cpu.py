@@ -16,14 +16,13 @@ import argparse
 import contextlib
 import json
 import re
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from fresh_python import run_python
 from trainer_helpers import REPO, tail
 
 from agentrl_recipe.cli import eval as eval_cli
@@ -101,9 +100,8 @@ def test_eval_through_a_running_server_the_clusters_manual_route(
     out = tmp_path / "run"
     before = requests_served(server)
     argv = eval_argv(cpu_sft_model, cpu_inputs_dir.rl_val, out)
-    command = [sys.executable, "-m", "agentrl_recipe.cli", "eval", *argv, "--backend", "openai",
-               "--server-url", server.url]  # fmt: skip
-    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    command = ["-m", "agentrl_recipe.cli", "eval", *argv, "--backend", "openai", "--server-url", server.url]
+    proc = run_python(command, cwd=REPO, timeout=900)
     assert proc.returncode == 0, tail(proc)
     check_eval_report(out, server)
     assert requests_served(server) - before >= VAL_PROBLEMS * K  # ≥ 1 request per trajectory, all served by vLLM
