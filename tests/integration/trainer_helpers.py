@@ -69,8 +69,9 @@ def tail(proc: subprocess.CompletedProcess, n: int = 6000) -> str:
     return (proc.stdout + proc.stderr)[-n:]
 
 
-def stop_processes_mentioning(marker: str, *, grace_s: float = 10.0) -> int:
-    """SIGTERM, then SIGKILL, every process whose command line contains ``marker`` (e.g. a Ray cluster's temp dir).
+def stop_processes_mentioning(marker: str, *, grace_s: float = 2.0) -> int:
+    """SIGTERM, then SIGKILL after ``grace_s``, every process whose command line contains ``marker`` (e.g. a Ray
+    cluster's temp dir). Ray's GCS server and raylet outlive a SIGTERM by more than 15 s: a longer grace only waits.
 
     Scoped on purpose: ``ray stop`` would also stop other Ray clusters on the machine.
     """
