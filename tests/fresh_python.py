@@ -125,11 +125,10 @@ class Zygote:
     """A Python process with ``PRELOAD`` imported that runs each job in a fork of itself, one at a time."""
 
     def __init__(self, env: Mapping[str, str]):
-        self.env = dict(env)
         self.lock = threading.Lock()
         self.process = subprocess.Popen(
             [sys.executable, "-c", ZYGOTE, *PRELOAD],
-            env=self.env,
+            env=dict(env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

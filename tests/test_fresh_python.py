@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fresh_python import PRELOAD, run_python
 
-# What a job sees of its own process: the parent that started it, which modules it holds, its argv, path and __main__.
+# What a job sees of its own process: the parent that started it, which modules it holds, its cwd, argv and __main__.
 PROBE = (
     "import json, os, sys\n"
-    "print(json.dumps({'ppid': os.getppid(), 'cwd': os.getcwd(), 'argv': sys.argv, 'path0': sys.path.index(''),"
+    "print(json.dumps({'ppid': os.getppid(), 'cwd': os.getcwd(), 'argv': sys.argv,"
     " 'verl': 'verl' in sys.modules, 'torch': 'torch' in sys.modules, 'main': sorted(vars(sys.modules['__main__'])),"
     " 'var': os.environ.get('AGENTRL_FRESH_PYTHON_PROBE')}))\n"
 )
