@@ -14,10 +14,11 @@ The shipped YAML lives in ``verl_configs/`` at the repo root, so an editable ins
 from __future__ import annotations
 
 import contextlib
+import copy
 import difflib
 import os
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -137,11 +138,32 @@ def value_or(cfg: Any, key: str, default: Any = None) -> Any:
 
 
 def compose(name_or_path: str, overrides: Sequence[str] = ()) -> tuple[Any, dict[str, str]]:
-    """Compose a config as verl's entry points would. Returns (config without the hydra node, group choices)."""
+    """Compose a config as verl's entry points would. Returns (config without the hydra node, group choices): the
+    caller's own copy, which it may change. A launch composes the same config several times (its check, its
+    preflight, its commands), ~0.5 s each: a composition is reused while no YAML file it can read has changed."""
     directory, name, _ = locate(name_or_path)
+    cfg, choices = _composed(directory, name, tuple(overrides), _yaml_stamp(directory))
+    return copy.deepcopy(cfg), dict(choices)
+
+
+@lru_cache(maxsize=32)
+def _composed(directory: Path, name: str, overrides: tuple[str, ...], stamp: tuple) -> tuple[Any, dict[str, str]]:
+    """``stamp``: :func:`_yaml_stamp` of the folders the composition reads, so that an edited file composes anew."""
     with initialize_config_dir(config_dir=str(directory), version_base=None):
         cfg = hydra_compose(config_name=name, overrides=list(overrides), return_hydra_config=True)
     return _without_hydra(cfg)
+
+
+def _yaml_stamp(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """Path, size and modification time of every YAML file a composition in ``directory`` can read: that folder's
+    and the shipped configs' (its searchpath); verl's own configs are part of the installed package."""
+    folders = {directory.resolve(), config_dir().resolve()}
+    stamps = []
+    for folder in sorted(folders):
+        for path in sorted(folder.rglob("*.yaml")):
+            stat = path.stat()
+            stamps.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(stamps)
 
 
 @cache
