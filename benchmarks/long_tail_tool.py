@@ -17,6 +17,13 @@ sandbox in place of the model's code. Its output fills ``max_tool_response_lengt
 response budget has left, so that trajectory is truncated (``tool_response_overflow``): a test gets an overlong
 trajectory by construction, not by waiting for the tiny model to ramble.
 
+``AGENTRL_BENCH_TAIL_UNTIL_NEXT_WEIGHTS=1``: a tail call waits for the next weights instead of sleeping a fixed time
+(:func:`wait_for_next_weights`): one whose turn was generated under the weights of step ``v`` >= 1 returns as soon as
+verl's file logger (``VERL_FILE_LOGGER_PATH``) has logged step ``v + 1`` (verl logs a step after its weight sync), at
+most ``AGENTRL_BENCH_TAIL_S`` later; one on the initial weights returns at once (its trajectory is the warm-up batch,
+trained off-policy as it is). The trainer tests use it so that the trajectory's next turn runs under new weights
+(a partial rollout) without waiting out a fixed sleep.
+
 ``AGENTRL_BENCH_EXEC_DIR``: each execution of a call leaves one record there (:func:`record_execution`), so a test
 can count executions at the tool. Benchmark and tests only; selected by a tool YAML.
 """
@@ -29,6 +36,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -45,6 +53,9 @@ TRAJECTORY_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("age
 # a program printing more than any max_tool_response_length the configs set (one token per digit for the tiny model)
 FLOOD_CODE = 'print("7" * 4096)'
 _CALLS = itertools.count()  # calls this process has executed (AGENTRL_BENCH_FLOOD_EVERY)
+UNTIL_NEXT_WEIGHTS_ENV = "AGENTRL_BENCH_TAIL_UNTIL_NEXT_WEIGHTS"
+POLL_S = 0.2  # how often a waiting call looks for the next logged step
+_LOGGED_STEP = re.compile(rb'^\{"step":(\d+),', re.MULTILINE)  # verl's file logger: one {"step":n,"data":{...}} a line
 
 
 def is_tail(key: str, every: int, seed: str = "0") -> bool:
@@ -84,10 +95,39 @@ class LongTailCodeInterpreter(CodeInterpreterTool):
             parameters = {**parameters, "code": FLOOD_CODE}
         started = time.time()
         if tail:
-            await asyncio.sleep(float(os.environ.get("AGENTRL_BENCH_TAIL_S", "0")))
+            seconds = float(os.environ.get("AGENTRL_BENCH_TAIL_S", "0"))
+            if os.environ.get(UNTIL_NEXT_WEIGHTS_ENV) == "1":
+                await wait_for_next_weights(weights_version(agent_data), seconds)
+            else:
+                await asyncio.sleep(seconds)
         result = await super().execute(instance_id, parameters, **kwargs)
         record_execution(instance_id, request_id, key, tail, started)
         return result
+
+
+def weights_version(agent_data: Any) -> int:
+    """The weights version (verl's global step) the trajectory's latest turn was generated under; 0: the initial."""
+    extra = getattr(agent_data, "extra_fields", None) or {}
+    return int(extra.get("max_global_steps") or 0)
+
+
+def last_logged_step(path: str) -> int:
+    """The highest step verl's file logger has written to ``path`` (0 before the first)."""
+    try:
+        with open(path, "rb") as records:
+            return max((int(m) for m in _LOGGED_STEP.findall(records.read())), default=0)
+    except FileNotFoundError:
+        return 0
+
+
+async def wait_for_next_weights(version: int, seconds: float) -> None:
+    """Until step ``version + 1`` is logged (its weights synced), at most ``seconds``; at once for ``version`` 0."""
+    if version < 1:
+        return
+    path = os.environ["VERL_FILE_LOGGER_PATH"]
+    deadline = time.monotonic() + seconds
+    while last_logged_step(path) <= version and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_S)
 
 
 def record_execution(instance_id: str, request_id: str, key: str, tail: bool, started: float) -> None:

@@ -2,8 +2,11 @@
 the launcher, `make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=...`, with the benchmark's long-tail tool, and the
 checks both modes' runs must pass. Each mode is a file of its own, so the two runs can go to the two xdist workers.
 
-Every tool call sleeps ``TOOL_SLEEP_S`` in the benchmark's long-tail tool (benchmarks/long_tail_tool.py), so weight
-updates land while trajectories are between turns or generating, and the tool records each execution. Everything is
+Every tool call goes through the benchmark's long-tail tool (benchmarks/long_tail_tool.py), which records each
+execution and makes a call wait for the next weights (``AGENTRL_BENCH_TAIL_UNTIL_NEXT_WEIGHTS``): a call on the
+initial weights returns at once (the warm-up batch, trained off-policy), a later one returns when verl has logged the
+next step, whose weights it synced first, at most ``TOOL_SLEEP_S`` later. So weight updates land while trajectories
+are between turns, without a fixed sleep that idles the run. Everything is
 asserted from the runs' own outputs: verl's file-logger metrics, its rollout dump, the tool's execution records and the
 component markers of agentrl_recipe/training/trace.py.
 """
@@ -23,9 +26,11 @@ from agentrl_recipe.training import trace
 from agentrl_recipe.training.algos.losses import LOSS_TOKENS_PER_UPDATE
 
 STEPS = 3
-# Every tool call sleeps this long: longer than a CPU step's update and weight sync, so a trajectory of the next batch
-# that calls its tool while the previous step trains resumes generating under the new weights (partial rollout). With
-# 2 s no trajectory spanned two versions (colocate_async 3 steps, separate_async 2: verl's trajectory_spans/max 1).
+# The longest a tool call waits for the next weights: longer than a CPU step's update and weight sync, so a trajectory
+# of the next batch that calls its tool while the previous step trains resumes generating under the new weights
+# (partial rollout). Fixed 2 s sleeps gave no trajectory spanning two versions (verl's trajectory_spans/max 1); fixed
+# 10 s and 20 s sleeps did, and idled each run ~20 s (a call on the initial weights, or one the next step waits for,
+# slept them out).
 TOOL_SLEEP_S = 10.0
 TOOL_YAML = REPO / "verl_configs/tools/code_interpreter.yaml"
 # colocate_async: RoC (keep 2 of rollout.n 4) and the void-turn and infra masks, all through AgentRLReplayBufferAsync.
@@ -75,6 +80,7 @@ def _async_run(
         "PYTHONPATH": str(REPO / "benchmarks"),
         "AGENTRL_BENCH_TAIL_EVERY": "1",
         "AGENTRL_BENCH_TAIL_S": str(tool_sleep_s),
+        "AGENTRL_BENCH_TAIL_UNTIL_NEXT_WEIGHTS": "1",
         "AGENTRL_BENCH_EXEC_DIR": str(run / "tool_executions"),
         "AGENTRL_BENCH_FLOOD_EVERY": str(flood_every),
     }
@@ -153,8 +159,9 @@ def _dumped_groups(run: Path) -> dict[int, int]:
     return groups
 
 
-# 3 steps, each call 20 s: the standalone vLLM replica generates a batch ahead (staleness 1), so with 2 steps every
-# trajectory was done before the only sync (trajectory_spans/max 1 in a quiet CI run). Batch 3 starts after sync 1
-# and is in its 20 s tool calls while step 2 trains and sync 2 lands: its next turn resumes under the new weights.
+# 3 steps, each call waiting up to 20 s for the next weights: the standalone vLLM replica generates a batch ahead
+# (staleness 1), so with 2 steps every trajectory was done before the only sync (trajectory_spans/max 1 in a quiet CI
+# run). Batch 3 starts after sync 1; a call of its turns generated under step 1's weights waits while step 2 trains
+# and returns once sync 2 has landed (step 2 logged): its next turn runs under the new weights.
 SEPARATE_STEPS = 3
 SEPARATE_TOOL_SLEEP_S = 20.0

@@ -1,6 +1,7 @@
 """verl's v1 asynchronous trainer on CPU, separate_async: `make rl CONFIG=agentrl_rl_cpu
 ARGS=+recipe/async=separate_async_cpu`, a standalone vLLM replica in its own processes, weights sent by the
-``agentrl_ray`` checkpoint engine; 3 steps, every tool call sleeping ``SEPARATE_TOOL_SLEEP_S`` (async_helpers.py).
+``agentrl_ray`` checkpoint engine; 3 steps, every tool call waiting for the next weights, at most
+``SEPARATE_TOOL_SLEEP_S`` (async_helpers.py).
 colocate_async is test_async_colocate.py (its own file: the two runs go to the two xdist workers).
 """
 
