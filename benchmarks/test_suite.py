@@ -3,9 +3,14 @@ count, the machine's load and the 15 slowest tests; ``--record`` writes what eac
 tests/durations.json, which orders the files on the xdist workers (tests/conftest.py); ``--fast --record`` adds the
 tests that are slow only in `make test-fast` (:func:`record_fast`).
 
-Usage: ``python benchmarks/test_suite.py [--fast] [--record] [--cache] [--log FILE]``. The SFT model the trainer tests
-start from is trained in the run, as on a fresh clone, unless ``--cache`` (tests/integration/conftest.py).
+Usage: ``python benchmarks/test_suite.py [--fast] [--record] [--cache] [--log FILE] [--timeline]``. The SFT model the
+trainer tests start from is trained in the run, as on a fresh clone, unless ``--cache``
+(tests/integration/conftest.py).
 Goals (issue 44, 2 cores): `make test` ≤ 720 s of pytest wall, `make test-fast` ≤ 180 s.
+
+``--timeline`` also records when each test ran on which worker (tests/suite_timeline.py) and samples the CPUs every
+second, then prints the idle CPU and the test files it fell in: a test that waits (a sleep, a timeout, the network)
+on a worker whose neighbour cannot use the freed core shows there.
 
 ``--assertions [REV]`` runs nothing: it lists the trainer tests' assertions (the files that start a trainer, and the
 helpers they call), or compares them with git revision REV's and prints any that went missing (docs/testing.md).
@@ -22,6 +27,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,12 +44,21 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 TRAINER_FILES = ("tests/integration/*.py", "tests/demo/test_demo.py")
 
 
-def run_suite(target: str, log: Path, basetemp: Path, cache: bool) -> tuple[int, float, str]:
+TIMELINE_ENV = "AGENTRL_TEST_TIMELINE"  # tests/suite_timeline.py
+IDLE_FILES = 10  # --timeline prints the files this many idle core-seconds fell in most
+
+
+def run_suite(
+    target: str, log: Path, basetemp: Path, cache: bool, timeline: Path | None = None
+) -> tuple[int, float, str]:
     """`make <target>` with every test's durations and a known basetemp: (exit status, make's wall seconds, output).
-    Without ``cache`` the SFT model is trained in the session, as on a fresh clone (CI)."""
+    Without ``cache`` the SFT model is trained in the session, as on a fresh clone (CI); ``timeline``: where the
+    tests' start and end go (tests/suite_timeline.py)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     if not cache:
         env["AGENTRL_TEST_CACHE"] = "off"
+    if timeline is not None:
+        env[TIMELINE_ENV] = str(timeline)
     command = ["make", "--no-print-directory", target, "PYTEST_DURATIONS=0", f"PYTEST_ARGS=--basetemp={basetemp}"]
     started = time.monotonic()
     with open(log, "w") as out:
@@ -131,6 +146,59 @@ def record_fast(tests: dict[str, float]) -> None:
     DURATIONS.write_text(json.dumps(old, indent=1) + "\n")
 
 
+class CpuSampler(threading.Thread):
+    """Idle core-seconds of the whole machine per interval, from /proc/stat: [(end time, idle core-seconds), ...]."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.interval_s, self.samples, self.stopped = interval_s, [], threading.Event()
+
+    @staticmethod
+    def _idle_and_total() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait; user..steal (guest time is inside user)
+
+    def run(self) -> None:
+        ticks_per_s = os.sysconf("SC_CLK_TCK")
+        idle, _ = self._idle_and_total()
+        while not self.stopped.wait(self.interval_s):
+            now_idle, _ = self._idle_and_total()
+            self.samples.append((time.time(), (now_idle - idle) / ticks_per_s))
+            idle = now_idle
+
+
+def idle_by_file(timeline: list[dict], samples: list[tuple[float, float]], interval_s: float) -> dict[str, float]:
+    """Idle core-seconds per test file: each interval's idle is shared by the tests running then (one per worker,
+    equally), and falls to "(between tests)" when none was. Intervals before the first test or after the last don't
+    count (collection, start-up, the summary)."""
+    if not timeline:
+        return {}
+    first, last = min(r["start"] for r in timeline), max(r["end"] for r in timeline)
+    idle: dict[str, float] = collections.defaultdict(float)
+    for end, seconds in samples:
+        start = end - interval_s
+        if end <= first or start >= last:
+            continue
+        running = {r["test"].split("::", 1)[0] for r in timeline if r["start"] < end and r["end"] > start}
+        for path in running or {"(between tests)"}:
+            idle[path] += seconds / max(1, len(running))
+    return dict(sorted(idle.items(), key=lambda item: -item[1]))
+
+
+def print_idle(timeline_path: Path, sampler: CpuSampler) -> None:
+    records = [json.loads(line) for line in timeline_path.read_text().splitlines()] if timeline_path.is_file() else []
+    by_file = idle_by_file(records, sampler.samples, sampler.interval_s)
+    if not records:
+        print("timeline: no test recorded one")
+        return
+    window = max(r["end"] for r in records) - min(r["start"] for r in records)
+    total = sum(by_file.values())
+    print(f"idle CPU while tests ran: {total:.0f} core-s of {window * (os.cpu_count() or 1):.0f} "
+          f"({100 * total / max(1e-9, window * (os.cpu_count() or 1)):.1f} %); the files it fell in:")  # fmt: skip
+    for path, seconds in list(by_file.items())[:IDLE_FILES]:
+        print(f"  {seconds:8.1f} core-s  {path}")
+
+
 def _asserts(tree: ast.AST) -> list[str]:
     return [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Assert)]
 
@@ -174,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="write the per-file seconds to tests/durations.json")
     parser.add_argument("--cache", action="store_true", help="reuse the cached SFT model (default: train it, as CI)")
     parser.add_argument("--log", type=Path, default=None, help="keep the suite's whole output here")
+    parser.add_argument("--timeline", action="store_true", help="also print the idle CPU and the files it fell in")
     parser.add_argument("--assertions", nargs="?", const="", default=None, metavar="REV",
                         help="list the trainer tests' assertions, or compare them with git revision REV")  # fmt: skip
     args = parser.parse_args(argv)
@@ -190,8 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="agentrl-suite-") as tmp:
         log = args.log or Path(tmp) / "suite.log"
         basetemp = Path(tmp) / "basetemp"
-        returncode, make_s, output = run_suite(target, log, basetemp, args.cache)
+        timeline = Path(tmp) / "timeline.jsonl" if args.timeline else None
+        sampler = CpuSampler()
+        if timeline is not None:
+            sampler.start()
+        returncode, make_s, output = run_suite(target, log, basetemp, args.cache, timeline)
+        sampler.stopped.set()
         builds = shared_builds(basetemp)
+        if timeline is not None:
+            print_idle(timeline, sampler)
     durations, wall, counts = parse(output)
     load_after = os.getloadavg()
     tests = sum(counts.values())

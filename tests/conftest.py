@@ -14,6 +14,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE
 from suite_order import file_order, mark_slow_tests
+from suite_timeline import TIMELINE_ENV, SuiteTimeline
 
 # Set before any sandbox starts: the escape tests check that the sandbox never sees the host's environment.
 os.environ[HOST_SECRET_ENV] = HOST_SECRET_VALUE
@@ -25,6 +26,8 @@ from agentrl_sandbox.local import LocalSandbox
 def pytest_configure(config: pytest.Config) -> None:
     # Ray prints a token-auth warning on every init; tests don't need auth on a local cluster.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if os.environ.get(TIMELINE_ENV):  # benchmarks/test_suite.py --timeline
+        config.pluginmanager.register(SuiteTimeline(Path(os.environ[TIMELINE_ENV])), "agentrl_suite_timeline")
 
 
 # `make test` runs two pytest-xdist workers, a whole file at a time each (--dist loadfile: a file's module fixtures,

@@ -1,4 +1,5 @@
-"""benchmarks/test_suite.py's records: ``--fast --record`` adds the tests slow only in `make test-fast`."""
+"""benchmarks/test_suite.py's records (``--fast --record`` adds the tests slow only in `make test-fast`) and its
+``--timeline`` idle attribution, with tests/suite_timeline.py's records."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from suite_timeline import SuiteTimeline
 
 from benchmarks import test_suite
 
@@ -25,3 +27,37 @@ def test_a_fast_record_adds_its_slow_tests_and_keeps_what_it_left_out(
     assert (after["files"], after["slow_tests"]) == (before["files"], before["slow_tests"])
     test_suite.record_fast({"a.py::test_quick": 0.2})  # test_next left out: kept
     assert json.loads(durations.read_text())["slow_in_fast"] == {"a.py::test_next": 11.2}
+
+
+def test_idle_is_shared_by_the_tests_running_then() -> None:
+    timeline = [
+        {"test": "a.py::test_1", "worker": "gw0", "start": 100.0, "end": 104.0},
+        {"test": "b.py::test_1", "worker": "gw1", "start": 100.0, "end": 102.0},
+        {"test": "b.py::test_2", "worker": "gw1", "start": 103.0, "end": 106.0},
+    ]
+    samples = [(100.0, 9.0), (101.0, 0.5), (102.0, 1.0), (103.0, 0.8), (105.0, 1.2), (106.0, 0.4), (107.0, 7.0)]
+    idle = test_suite.idle_by_file(timeline, samples, interval_s=1.0)
+    # (99, 100] and (106, 107] are outside the tests; (102, 103] has a.py alone; (104, 106] b.py alone
+    assert idle == pytest.approx({"a.py": 0.25 + 0.5 + 0.8, "b.py": 0.25 + 0.5 + 1.2 + 0.4})
+    assert test_suite.idle_by_file([], samples, 1.0) == {}
+
+
+def test_idle_between_tests_is_named() -> None:
+    timeline = [
+        {"test": "a.py::test_1", "worker": "gw0", "start": 10.0, "end": 11.0},
+        {"test": "a.py::test_2", "worker": "gw0", "start": 13.0, "end": 14.0},
+    ]
+    assert test_suite.idle_by_file(timeline, [(12.0, 1.5), (13.0, 0.5)], 1.0) == {"(between tests)": 2.0}
+
+
+def test_the_timeline_records_each_test_with_its_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    timeline = SuiteTimeline(tmp_path / "timeline.jsonl")
+    for nodeid in ("a.py::test_1", "b.py::test_2"):
+        run = timeline.pytest_runtest_protocol(type("Item", (), {"nodeid": nodeid})())
+        next(run)
+        with pytest.raises(StopIteration):
+            next(run)
+    records = [json.loads(line) for line in (tmp_path / "timeline.jsonl").read_text().splitlines()]
+    assert [(r["test"], r["worker"]) for r in records] == [("a.py::test_1", "gw1"), ("b.py::test_2", "gw1")]
+    assert all(r["start"] <= r["end"] for r in records) and records[0]["end"] <= records[1]["start"]
