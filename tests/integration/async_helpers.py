@@ -5,9 +5,9 @@ checks both modes' runs must pass. Each mode is a file of its own, so the two ru
 Every tool call goes through the benchmark's long-tail tool (benchmarks/long_tail_tool.py), which records each
 execution and makes a call wait for the next weights (``AGENTRL_BENCH_TAIL_UNTIL_NEXT_WEIGHTS``): a call on the
 initial weights returns at once (the warm-up batch, trained off-policy), a later one returns when verl has logged the
-next step, whose weights it synced first, at most ``TOOL_SLEEP_S`` later. So weight updates land while trajectories
-are between turns, without a fixed sleep that idles the run. Everything is
-asserted from the runs' own outputs: verl's file-logger metrics, its rollout dump, the tool's execution records and the
+next step, whose weights it synced first, at most ``TOOL_WAIT_S`` (``SEPARATE_TOOL_WAIT_S``) later. So weight
+updates land while trajectories are between turns, without a fixed sleep that idles the run. Everything is asserted
+from the runs' own outputs: verl's file-logger metrics, its rollout dump, the tool's execution records and the
 component markers of agentrl_recipe/training/trace.py.
 """
 
@@ -26,12 +26,12 @@ from agentrl_recipe.training import trace
 from agentrl_recipe.training.algos.losses import LOSS_TOKENS_PER_UPDATE
 
 STEPS = 3
-# The longest a tool call waits for the next weights: longer than a CPU step's update and weight sync, so a trajectory
-# of the next batch that calls its tool while the previous step trains resumes generating under the new weights
-# (partial rollout). Fixed 2 s sleeps gave no trajectory spanning two versions (verl's trajectory_spans/max 1); fixed
-# 10 s and 20 s sleeps did, and idled each run ~20 s (a call on the initial weights, or one the next step waits for,
-# slept them out).
-TOOL_SLEEP_S = 10.0
+# colocate_async: the longest a tool call waits for the next weights. verl's colocated mode submits the next batch
+# only after the update (the replicas sleep while the actor trains), so a call on later weights waits for the step that
+# needs its own trajectory and always runs out this time: spans 1 in every run, the partial rollout is asserted on
+# separate_async. Fixed 10 s sleeps gave the same and idled the run ~20 s; 2 s keeps each call slower than the
+# sandbox alone.
+TOOL_WAIT_S = 2.0
 TOOL_YAML = REPO / "verl_configs/tools/code_interpreter.yaml"
 # colocate_async: RoC (keep 2 of rollout.n 4) and the void-turn and infra masks, all through AgentRLReplayBufferAsync.
 # A batch they take whole is dropped and replaced (training/masks/fully_masked_batches; verl's rollout correction raised
@@ -63,7 +63,7 @@ def _async_run(
     inputs,
     tmp_path_factory: pytest.TempPathFactory,
     *extra: str,
-    tool_sleep_s: float = TOOL_SLEEP_S,
+    tool_wait_s: float = TOOL_WAIT_S,
     flood_every: int = 0,
 ) -> Path:
     """`make rl CONFIG=agentrl_rl_cpu ARGS=+recipe/async=<mode>` for ``steps`` steps (``extra``: more overrides;
@@ -79,7 +79,7 @@ def _async_run(
     env = {
         "PYTHONPATH": str(REPO / "benchmarks"),
         "AGENTRL_BENCH_TAIL_EVERY": "1",
-        "AGENTRL_BENCH_TAIL_S": str(tool_sleep_s),
+        "AGENTRL_BENCH_TAIL_S": str(tool_wait_s),
         "AGENTRL_BENCH_TAIL_UNTIL_NEXT_WEIGHTS": "1",
         "AGENTRL_BENCH_EXEC_DIR": str(run / "tool_executions"),
         "AGENTRL_BENCH_FLOOD_EVERY": str(flood_every),
@@ -164,4 +164,6 @@ def _dumped_groups(run: Path) -> dict[int, int]:
 # run). Batch 3 starts after sync 1; a call of its turns generated under step 1's weights waits while step 2 trains
 # and returns once sync 2 has landed (step 2 logged): its next turn runs under the new weights.
 SEPARATE_STEPS = 3
-SEPARATE_TOOL_SLEEP_S = 20.0
+# A call of batch 3 on step 1's weights returns once step 2 is logged (~2 s after sync 1 here); this is the most
+# a loaded machine may need (fixed 2 s sleeps gave no trajectory spanning two versions: trajectory_spans/max 1).
+SEPARATE_TOOL_WAIT_S = 20.0

@@ -2,7 +2,7 @@
 ARGS=+recipe/async=colocate_async`.
 
 3 steps with RoC and the void-turn and infra masks, all in AgentRLReplayBufferAsync (a mini-batch they take whole is
-dropped and replaced there); every tool call waits for the next weights (at most ``TOOL_SLEEP_S``) and every
+dropped and replaced there); every tool call waits for the next weights (at most ``TOOL_WAIT_S``) and every
 ``FLOOD_EVERY``-th prints a flood that truncates its trajectory (async_helpers.py). separate_async is
 test_async_separate.py (its own file: the two runs go to the two xdist workers).
 """
@@ -56,7 +56,7 @@ def test_staleness_is_logged_and_bounded(colocate_async_run: Path) -> None:
     # the warm-up batch makes later steps train on the batch generated during the previous update: off-policy
     assert max(s["training/off_policy/trajectory_staleness/max"] for s in steps.values()) >= 1
     # A trajectory spans at most the two versions the threshold allows. Whether one spans two here depends on timing
-    # (colocate submits the next batch after the update, so its calls wait out TOOL_SLEEP_S: spans 1 in CI); the
+    # (colocate submits the next batch after the update, so its calls wait out TOOL_WAIT_S: spans 1); the
     # partial rollout itself is asserted on separate_async, whose generation runs through every weight sync.
     assert max(s["training/off_policy/trajectory_spans/max"] for s in steps.values()) in (1, 2)
 

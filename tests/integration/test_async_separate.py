@@ -1,7 +1,7 @@
 """verl's v1 asynchronous trainer on CPU, separate_async: `make rl CONFIG=agentrl_rl_cpu
 ARGS=+recipe/async=separate_async_cpu`, a standalone vLLM replica in its own processes, weights sent by the
 ``agentrl_ray`` checkpoint engine; 3 steps, every tool call waiting for the next weights, at most
-``SEPARATE_TOOL_SLEEP_S`` (async_helpers.py).
+``SEPARATE_TOOL_WAIT_S`` (async_helpers.py).
 colocate_async is test_async_colocate.py (its own file: the two runs go to the two xdist workers).
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from async_helpers import (
     SEPARATE_STEPS,
-    SEPARATE_TOOL_SLEEP_S,
+    SEPARATE_TOOL_WAIT_S,
     _assert_a_gradient_exactly_where_an_advantage_is_nonzero,
     _assert_each_tool_call_ran_once,
     _assert_step_counts_are_the_steps,
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]  # the first test pay
 def separate_async_run(cpu_sft_model: Path, cpu_inputs_dir, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _async_run(
         "separate_async_cpu", SEPARATE_STEPS, cpu_sft_model, cpu_inputs_dir, tmp_path_factory,
-        tool_sleep_s=SEPARATE_TOOL_SLEEP_S,
+        tool_wait_s=SEPARATE_TOOL_WAIT_S,
     )  # fmt: skip
 
 
