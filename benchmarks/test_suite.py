@@ -197,6 +197,11 @@ def print_idle(timeline_path: Path, sampler: CpuSampler) -> None:
           f"({100 * total / max(1e-9, window * (os.cpu_count() or 1)):.1f} %); the files it fell in:")  # fmt: skip
     for path, seconds in list(by_file.items())[:IDLE_FILES]:
         print(f"  {seconds:8.1f} core-s  {path}")
+    first = min(r["start"] for r in records)
+    ends = {w: max(r["end"] for r in records if r["worker"] == w) - first for w in {r["worker"] for r in records}}
+    last = {w: max((r for r in records if r["worker"] == w), key=lambda r: r["end"])["test"] for w in ends}
+    print("each worker's last test ended (s after the first test started): " + "; ".join(
+        f"{w} {ends[w]:.0f} ({last[w]})" for w in sorted(ends)))  # fmt: skip
 
 
 def _asserts(tree: ast.AST) -> list[str]:
