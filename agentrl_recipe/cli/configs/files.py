@@ -140,30 +140,33 @@ def value_or(cfg: Any, key: str, default: Any = None) -> Any:
 def compose(name_or_path: str, overrides: Sequence[str] = ()) -> tuple[Any, dict[str, str]]:
     """Compose a config as verl's entry points would. Returns (config without the hydra node, group choices): the
     caller's own copy, which it may change. A launch composes the same config several times (its check, its
-    preflight, its commands), ~0.5 s each: a composition is reused while no YAML file it can read has changed."""
+    preflight, its commands), ~0.5 s each: a shipped config's composition is reused while no shipped YAML file has
+    changed. Any other config (a copy in a user's folder) is composed each time: its folder may hold anything."""
     directory, name, _ = locate(name_or_path)
-    cfg, choices = _composed(directory, name, tuple(overrides), _yaml_stamp(directory))
+    shipped = config_dir().resolve()
+    if not directory.resolve().is_relative_to(shipped):
+        return _compose(directory, name, tuple(overrides))
+    cfg, choices = _shipped_composition(directory, name, tuple(overrides), _yaml_stamp(shipped))
     return copy.deepcopy(cfg), dict(choices)
 
 
-@lru_cache(maxsize=32)
-def _composed(directory: Path, name: str, overrides: tuple[str, ...], stamp: tuple) -> tuple[Any, dict[str, str]]:
-    """``stamp``: :func:`_yaml_stamp` of the folders the composition reads, so that an edited file composes anew."""
+def _compose(directory: Path, name: str, overrides: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
     with initialize_config_dir(config_dir=str(directory), version_base=None):
         cfg = hydra_compose(config_name=name, overrides=list(overrides), return_hydra_config=True)
     return _without_hydra(cfg)
 
 
-def _yaml_stamp(directory: Path) -> tuple[tuple[str, int, int], ...]:
-    """Path, size and modification time of every YAML file a composition in ``directory`` can read: that folder's
-    and the shipped configs' (its searchpath); verl's own configs are part of the installed package."""
-    folders = {directory.resolve(), config_dir().resolve()}
-    stamps = []
-    for folder in sorted(folders):
-        for path in sorted(folder.rglob("*.yaml")):
-            stat = path.stat()
-            stamps.append((str(path), stat.st_size, stat.st_mtime_ns))
-    return tuple(stamps)
+@lru_cache(maxsize=32)
+def _shipped_composition(
+    directory: Path, name: str, overrides: tuple[str, ...], stamp: tuple[tuple[str, int, int], ...]
+) -> tuple[Any, dict[str, str]]:
+    """``stamp``: :func:`_yaml_stamp` of the shipped configs, so that an edited file composes anew."""
+    return _compose(directory, name, overrides)
+
+
+def _yaml_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """Path, size and modification time of every YAML file under ``folder`` (the shipped configs: ~50 files)."""
+    return tuple((str(path), (s := path.stat()).st_size, s.st_mtime_ns) for path in sorted(folder.rglob("*.yaml")))
 
 
 @cache

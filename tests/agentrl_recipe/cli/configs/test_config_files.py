@@ -4,6 +4,8 @@ the files a config refers to."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from agentrl_recipe.cli.configs.files import (
     verl_base,
     verl_root,
 )
-from agentrl_recipe.config_paths import config_dir
+from agentrl_recipe.config_paths import CONFIG_DIR_ENV, config_dir
 
 
 def test_list_names_the_runnable_configs_with_their_kind() -> None:
@@ -86,3 +88,33 @@ def test_find_file_looks_in_the_cwd_then_beside_the_installed_configs(
     assert find_file(shipped) == config_dir().parent / shipped
     assert find_file(str(tmp_path / "here.txt")) == tmp_path / "here.txt"
     assert find_file("nowhere.txt") is None
+
+
+def test_a_shipped_composition_is_reused_and_each_caller_gets_its_own_copy() -> None:
+    first, choices = compose("agentrl_rl_cpu", ["data.train_batch_size=3"])
+    first.data.train_batch_size = 99
+    choices.clear()
+    second, choices_again = compose("agentrl_rl_cpu", ["data.train_batch_size=3"])
+    assert second.data.train_batch_size == 3 and choices_again  # not the first caller's changes
+    assert second is not first
+
+
+def test_an_edited_shipped_file_composes_anew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = tmp_path / "verl_configs"
+    shutil.copytree(config_dir(), shipped)
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(shipped))
+    assert compose("agentrl_rl_cpu")[0].data.train_batch_size == 4
+    path = shipped / "agentrl_rl_cpu.yaml"
+    path.write_text(path.read_text().replace("train_batch_size: 4", "train_batch_size: 6", 1))
+    assert compose("agentrl_rl_cpu")[0].data.train_batch_size == 6
+
+
+def test_a_config_outside_the_shipped_folder_is_composed_each_time(tmp_path: Path) -> None:
+    own = tmp_path / "mine.yaml"
+    own.write_text("hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults:\n  - ppo_trainer\n  - _self_\n"
+                   "data:\n  train_batch_size: 5\n")  # fmt: skip
+    assert compose(str(own))[0].data.train_batch_size == 5
+    os.utime(own, ns=(0, 0))  # even an edit that keeps the size and the modification time
+    own.write_text(own.read_text().replace("5", "7"))
+    os.utime(own, ns=(0, 0))
+    assert compose(str(own))[0].data.train_batch_size == 7
