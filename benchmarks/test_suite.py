@@ -154,15 +154,15 @@ class CpuSampler(threading.Thread):
         self.interval_s, self.samples, self.stopped = interval_s, [], threading.Event()
 
     @staticmethod
-    def _idle_and_total() -> tuple[int, int]:
+    def _idle_ticks() -> int:
         fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait; user..steal (guest time is inside user)
+        return fields[3] + fields[4]  # idle + iowait, all CPUs
 
     def run(self) -> None:
         ticks_per_s = os.sysconf("SC_CLK_TCK")
-        idle, _ = self._idle_and_total()
+        idle = self._idle_ticks()
         while not self.stopped.wait(self.interval_s):
-            now_idle, _ = self._idle_and_total()
+            now_idle = self._idle_ticks()
             self.samples.append((time.time(), (now_idle - idle) / ticks_per_s))
             idle = now_idle
 
@@ -187,21 +187,23 @@ def idle_by_file(timeline: list[dict], samples: list[tuple[float, float]], inter
 
 def print_idle(timeline_path: Path, sampler: CpuSampler) -> None:
     records = [json.loads(line) for line in timeline_path.read_text().splitlines()] if timeline_path.is_file() else []
-    by_file = idle_by_file(records, sampler.samples, sampler.interval_s)
     if not records:
         print("timeline: no test recorded one")
         return
-    window = max(r["end"] for r in records) - min(r["start"] for r in records)
+    by_file = idle_by_file(records, sampler.samples, sampler.interval_s)
+    first = min(r["start"] for r in records)
+    capacity = (max(r["end"] for r in records) - first) * (os.cpu_count() or 1)
     total = sum(by_file.values())
-    print(f"idle CPU while tests ran: {total:.0f} core-s of {window * (os.cpu_count() or 1):.0f} "
-          f"({100 * total / max(1e-9, window * (os.cpu_count() or 1)):.1f} %); the files it fell in:")  # fmt: skip
+    print(f"idle CPU while tests ran: {total:.0f} core-s of {capacity:.0f} ({100 * total / max(1e-9, capacity):.1f} %);"
+          " the files it fell in:")  # fmt: skip
     for path, seconds in list(by_file.items())[:IDLE_FILES]:
         print(f"  {seconds:8.1f} core-s  {path}")
-    first = min(r["start"] for r in records)
-    ends = {w: max(r["end"] for r in records if r["worker"] == w) - first for w in {r["worker"] for r in records}}
-    last = {w: max((r for r in records if r["worker"] == w), key=lambda r: r["end"])["test"] for w in ends}
+    last: dict[str, dict] = {}  # each worker's test that ended last
+    for record in records:
+        if record["worker"] not in last or record["end"] > last[record["worker"]]["end"]:
+            last[record["worker"]] = record
     print("each worker's last test ended (s after the first test started): " + "; ".join(
-        f"{w} {ends[w]:.0f} ({last[w]})" for w in sorted(ends)))  # fmt: skip
+        f"{w} {r['end'] - first:.0f} ({r['test']})" for w, r in sorted(last.items())))  # fmt: skip
 
 
 def _asserts(tree: ast.AST) -> list[str]:

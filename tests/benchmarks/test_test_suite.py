@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from suite_timeline import SuiteTimeline
+from suite_timeline import TIMELINE_ENV, SuiteTimeline
 
 from benchmarks import test_suite
 
@@ -59,5 +59,6 @@ def test_the_timeline_records_each_test_with_its_worker(tmp_path: Path, monkeypa
         with pytest.raises(StopIteration):
             next(run)
     records = [json.loads(line) for line in (tmp_path / "timeline.jsonl").read_text().splitlines()]
+    assert test_suite.TIMELINE_ENV == TIMELINE_ENV  # the variable the benchmark sets is the one the plugin reads
     assert [(r["test"], r["worker"]) for r in records] == [("a.py::test_1", "gw1"), ("b.py::test_2", "gw1")]
     assert all(r["start"] <= r["end"] for r in records) and records[0]["end"] <= records[1]["start"]
