@@ -93,3 +93,15 @@ def test_the_stack_resolves_with_pip_dry_run(name: str, tmp_path: Path) -> None:
     assert {k: versions.get(k) for k in EXPECTED[name]} == EXPECTED[name]
     assert ("cupy-cuda12x" in versions) == (name != "13.0") and ("cupy-cuda13x" in versions) == (name == "13.0")
     assert versions["transformers"] == "5.10.4" and versions["verl"] == "0.9.1"  # the project's own pins hold
+
+
+def test_the_resolution_reads_metadata_by_range_requests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """pip's fast-deps: the dry-run reads each wheel's metadata, not 4.4 GB of wheels (an index without PEP 658)."""
+    commands: list[list[str]] = []
+    monkeypatch.setattr(gpu_variants, "_pip_version", lambda python: (26, 3))
+    monkeypatch.setattr(gpu_variants.subprocess, "run", lambda cmd, **kwargs: commands.append(cmd))
+    gpu_variants.resolve(variants()["13.0"], tmp_path / "report.json", python="python")
+    (command,) = commands
+    assert command[:5] == ["python", "-m", "pip", "install", "--dry-run"]
+    assert "--use-feature=fast-deps" in command
+    assert command[command.index("--report") + 1] == str(tmp_path / "report.json")
