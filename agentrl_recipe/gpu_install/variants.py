@@ -192,8 +192,9 @@ def resolve(variant: Variant, report: Path, python: str = sys.executable) -> sub
 
     pip reads each wheel's metadata through HTTP range requests (``fast-deps``): without it pip downloads every wheel
     whole where the index serves no separate metadata file (PEP 658): 312 wheels, 4.4 GB for the CUDA 13.0 stack here
-    (torch alone 0.5 GB), on every run. The report is the same (283 packages, every version equal), for ~21 instead of
-    ~70 CPU-seconds on 2 cores; where a server refuses range requests, pip falls back to the whole download.
+    (torch alone 0.5 GB), on every run. The report is the same (283 packages, every version equal); the resolve test
+    took 27 CPU-seconds instead of 38-40 on 2 cores (but ~52 s of wall instead of ~43: one range request after
+    another). Where a server refuses range requests, pip falls back to the whole download.
     """
     env = public_index_env()
     with tempfile.TemporaryDirectory(prefix="agentrl-pip-") as tmp:
