@@ -47,3 +47,32 @@ def test_no_file_a_test_reads_is_left_out_of_git() -> None:
     ).stdout.split()  # fmt: skip
     generated = ("__pycache__/", ".egg-info/")
     assert [p for p in listed if not p.endswith(generated)] == []
+
+
+def _lock() -> dict[str, str]:
+    """constraints-cpu.txt: {normalised name: version}."""
+    lines = (REPO / "constraints-cpu.txt").read_text(encoding="utf-8").splitlines()
+    pins = dict(line.split("==", 1) for line in lines if line and not line.startswith("#"))
+    return {name.lower().replace("_", "-"): version for name, version in pins.items()}
+
+
+def test_the_cpu_lock_holds_every_pin_of_the_cpu_install() -> None:
+    """`make install` installs with -c constraints-cpu.txt: each pin of both pyprojects (the cpu and test extras too)
+    is the lock's version, or pip would refuse the install."""
+    recipe, sandbox = _project(REPO / "pyproject.toml"), _project(REPO / "agentrl_sandbox" / "pyproject.toml")
+    extras = recipe["optional-dependencies"]
+    requirements = [*recipe["dependencies"], *extras["test"], *extras["cpu"], *sandbox["dependencies"]]
+    lock = _lock()
+    pinned = [Requirement(r) for r in requirements if Requirement(r).name != "agentrl-sandbox"]
+    wrong = {r.name: (str(r.specifier), lock.get(r.name.lower())) for r in pinned if lock.get(r.name.lower()) is None
+             or not r.specifier.contains(lock[r.name.lower()])}  # fmt: skip
+    assert not wrong, wrong
+
+
+def test_the_cpu_lock_holds_the_gpu_check_bundle() -> None:
+    """`make gpu-check` carries these exact wheels and its test compares them with the venv: unlocked, a fresh clone
+    took peft 0.22.0 from PyPI against the bundle's 0.21.2."""
+    from agentrl_recipe.gpu_check import bundle
+
+    lock = _lock()
+    assert {name: lock.get(name) for name in bundle.pins()} == bundle.pins()
