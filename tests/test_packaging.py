@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from agentrl_recipe.gpu_check import bundle
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -17,8 +20,12 @@ def _project(path: Path) -> dict:
     return tomllib.loads(path.read_text(encoding="utf-8"))["project"]
 
 
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
 def _pins(requirements: list[str]) -> dict[str, str]:
-    return {Requirement(r).name.lower().replace("_", "-"): str(Requirement(r).specifier) for r in requirements}
+    return {_normal(Requirement(r).name): str(Requirement(r).specifier) for r in requirements}
 
 
 def test_the_recipe_depends_on_the_sandbox_of_this_checkout() -> None:
@@ -53,7 +60,7 @@ def _lock() -> dict[str, str]:
     """constraints-cpu.txt: {normalised name: version}."""
     lines = (REPO / "constraints-cpu.txt").read_text(encoding="utf-8").splitlines()
     pins = dict(line.split("==", 1) for line in lines if line and not line.startswith("#"))
-    return {name.lower().replace("_", "-"): version for name, version in pins.items()}
+    return {_normal(name): version for name, version in pins.items()}
 
 
 def test_the_cpu_lock_holds_every_pin_of_the_cpu_install() -> None:
@@ -62,17 +69,18 @@ def test_the_cpu_lock_holds_every_pin_of_the_cpu_install() -> None:
     recipe, sandbox = _project(REPO / "pyproject.toml"), _project(REPO / "agentrl_sandbox" / "pyproject.toml")
     extras = recipe["optional-dependencies"]
     requirements = [*recipe["dependencies"], *extras["test"], *extras["cpu"], *sandbox["dependencies"]]
-    lock = _lock()
-    pinned = [Requirement(r) for r in requirements if Requirement(r).name != "agentrl-sandbox"]
-    wrong = {r.name: (str(r.specifier), lock.get(r.name.lower())) for r in pinned if lock.get(r.name.lower()) is None
-             or not r.specifier.contains(lock[r.name.lower()])}  # fmt: skip
+    pins, lock = _pins(requirements), _lock()
+    del pins[sandbox["name"]]  # this checkout's own, installed editable
+    wrong = {
+        name: (pin, lock.get(name))
+        for name, pin in pins.items()
+        if name not in lock or not SpecifierSet(pin).contains(lock[name])
+    }
     assert not wrong, wrong
 
 
 def test_the_cpu_lock_holds_the_gpu_check_bundle() -> None:
     """`make gpu-check` carries these exact wheels and its test compares them with the venv: unlocked, a fresh clone
     took peft 0.22.0 from PyPI against the bundle's 0.21.2."""
-    from agentrl_recipe.gpu_check import bundle
-
     lock = _lock()
     assert {name: lock.get(name) for name in bundle.pins()} == bundle.pins()
