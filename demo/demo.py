@@ -14,7 +14,7 @@ It shows the pipeline working and GRPO-TCR raising held-out accuracy on a toy ta
 
 Outputs in ``--out`` (default ``demo_out/``): ``demo.json``, ``steps.md``, ``curves.png``, ``eval_before/`` and
 ``eval_after/`` (report.json, table.md, plots, rollouts), ``inputs/``, ``sft/`` and ``rl/`` (checkpoints), and
-``runs/{sft,rl}/`` (each trainer's log and ``metrics.jsonl``).
+``runs/{sft,rl}/`` (each trainer's log, ``metrics.jsonl`` and Hydra's record of the run in ``hydra/``).
 """
 
 from __future__ import annotations

@@ -73,7 +73,9 @@ def run_trainer(
     run_dir.mkdir(parents=True, exist_ok=True)
     metrics_path, log_path = run_dir / "metrics.jsonl", run_dir / "log.txt"
     metrics_path.unlink(missing_ok=True)  # verl's file logger appends; a rerun must not read the last run's steps
-    command = [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args]
+    # Hydra's run dir in the stage's folder: verl's trainers would write outputs/<date>/<time>/ in the cwd
+    hydra_dir = f"hydra.run.dir={run_dir / 'hydra'}"
+    command = [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args, hydra_dir]
     seen: set[int] = set()
     with open(log_path, "w") as log, tqdm(total=total_steps, desc=desc, unit="step") as bar:
         log.write("$ " + " ".join(command) + "\n")

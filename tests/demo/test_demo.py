@@ -81,3 +81,11 @@ def test_handled_parser_errors_are_not_logged_as_errors(demo_run: tuple[Path, di
     out, _ = demo_run
     for stage in ("sft", "rl"):
         assert "Failed to decode tool call" not in (out / "runs" / stage / "log.txt").read_text()
+
+
+def test_each_trainers_hydra_record_is_in_the_demos_folder(demo_run: tuple[Path, dict[str, Any]]) -> None:
+    """verl's trainers are Hydra apps; the demo points their run dir into its ``--out`` (not ``outputs/<date>/`` in
+    the directory `make demo` runs in)."""
+    out, _ = demo_run
+    for stage in ("sft", "rl"):
+        assert (out / "runs" / stage / "hydra" / ".hydra" / "overrides.yaml").is_file(), stage

@@ -19,6 +19,12 @@ def launch_command(stage: str, config: str, args: list[str]) -> list[str]:
     return [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args]
 
 
+def hydra_run_dir(run_dir: Path) -> str:
+    """verl's trainers are Hydra apps: without this override each launch leaves ``outputs/<date>/<time>/`` (its
+    ``.hydra/`` and an empty log) in the directory it runs in, here the checkout."""
+    return f"hydra.run.dir={run_dir / 'hydra'}"
+
+
 # Ray's GCS marks a raylet dead after 5 missed health checks (3 s apart, 10 s timeout): on the 2-core CI machine, with
 # the other xdist worker starting vLLM, a just-started raylet missed them and a run died before its first step.
 RAY_PATIENT_HEALTH_CHECKS = {"RAY_health_check_failure_threshold": "20", "RAY_health_check_timeout_ms": "30000"}
@@ -44,7 +50,7 @@ def launch(stage: str, config: str, args: list[str], run_dir: Path, *, timeout: 
     """Run the launcher to completion; returns the CompletedProcess (stdout+stderr in ``run_dir/log.txt`` too)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        launch_command(stage, config, args),
+        launch_command(stage, config, [*args, hydra_run_dir(run_dir)]),
         cwd=REPO,
         env=launch_env(run_dir, extra_env),
         capture_output=True,
