@@ -6,7 +6,9 @@ tests that are slow only in `make test-fast` (:func:`record_fast`).
 Usage: ``python benchmarks/test_suite.py [--fast] [--record] [--cache] [--log FILE] [--timeline]``. The SFT model the
 trainer tests start from is trained in the run, as on a fresh clone, unless ``--cache``
 (tests/integration/conftest.py).
-Goals (issue 44, 2 cores): `make test` ≤ 720 s of pytest wall, `make test-fast` ≤ 180 s.
+Goals (issue 44, 2 cores): `make test` ≤ 720 s of pytest wall, `make test-fast` ≤ 180 s. The host's speed before and
+after the run (benchmarks/host_probe.py: page-fault cost, a Python loop, `import torch`) is printed beside the load:
+on this VM the same code's figure moved by 75 % with it, at the same load.
 
 ``--timeline`` also records when each test ran on which worker (tests/suite_timeline.py) and samples the CPUs every
 second, then prints the idle CPU and the test files it fell in: a test that waits (a sleep, a timeout, the network)
@@ -30,6 +32,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+if __package__:  # imported (tests/benchmarks), or run as `python -m benchmarks.test_suite`
+    from benchmarks import host_probe
+else:  # run as `python benchmarks/test_suite.py`: this folder is sys.path[0]
+    import host_probe
 
 REPO = Path(__file__).resolve().parents[1]
 DURATIONS = REPO / "tests" / "durations.json"
@@ -262,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {text}")
         return 0
     target = "test-fast" if args.fast else "test"
+    speed_before = host_probe.measure()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="agentrl-suite-") as tmp:
         log = args.log or Path(tmp) / "suite.log"
@@ -277,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             print_idle(timeline, sampler)
     durations, wall, counts = parse(output)
     load_after = os.getloadavg()
+    speed_after = host_probe.measure()
     tests = sum(counts.values())
     goal = GOALS_S[target]
     verdict = "unknown" if wall is None else ("met" if wall <= goal else "not met")
@@ -286,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tests: {tests} ({', '.join(f'{n} {kind}' for kind, n in counts.items())})")
     print(f"load (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, "
           f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f}; {os.cpu_count()} CPUs")  # fmt: skip
+    print(f"host speed before: {speed_before.line()}\nhost speed after:  {speed_after.line()}")
     for name, build in builds.items():
         print(f"built once this session: {name} in {build['seconds']:.0f} s (paid by {build['test']})")
     print(f"the {SLOWEST} slowest:")
@@ -299,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         record_fast(per_test(durations))
         print(f"recorded the tests slow in make test-fast in {DURATIONS.relative_to(REPO)}")
     elif args.record and returncode == 0 and durations:
-        record(per_test(durations), builds, f"{os.cpu_count()} CPUs, load before {load_before[0]:.1f}")
+        machine = f"{os.cpu_count()} CPUs, load before {load_before[0]:.1f}, host speed before: {speed_before.line()}"
+        record(per_test(durations), builds, machine)
         print(f"recorded {DURATIONS.relative_to(REPO)}")
     return returncode
 
