@@ -2,11 +2,12 @@
 
 The load average does not say it. On 2026-12-07 this 2-core VM ran `make test` in 757 s at 10:07 and in 1,332 s at
 17:36 on the same code with a load of 0.8 before the run; a bare `import verl` took 4.8-5.5 s of CPU at 17:10 and
-17-30 s at 18:00, while a pure-Python loop ran at the same speed. What had changed was the cost of a page fault
-(8-30 µs for a first write to a fresh page at 18:00): every interpreter start, import and tensor pays it, and most
-of the suite is new interpreters importing torch, vLLM and verl.
+17-30 s at 18:00, while a pure-Python loop ran at the same speed. What had changed was memory: a copy ran at
+0.7-2.9 GB/s and a first write to a fresh page cost 8-30 µs. Unmarshalling bytecode, building modules and tensors
+are memory-bound, and most of the suite is new interpreters importing torch, vLLM and verl.
 
-Three figures, each the median of ``REPEATS``:
+Four figures, each the median of ``REPEATS``:
+- ``copy_gb_s``: GB/s of one copy between two ``COPY_MIB`` MiB buffers already in memory (the memory's bandwidth);
 - ``page_fault_us``: microseconds per first write to a page of fresh anonymous memory (``FAULT_MIB`` MiB mapped
   and touched once per page);
 - ``loop_ns``: nanoseconds per iteration of a pure-Python loop that allocates nothing (the CPU itself);
@@ -30,12 +31,14 @@ import time
 
 PAGE = mmap.PAGESIZE
 FAULT_MIB = 64
+COPY_MIB = 256
 LOOP_ITERATIONS = 2_000_000
 REPEATS = 3
 
 
 @dataclasses.dataclass(frozen=True)
 class HostSpeed:
+    copy_gb_s: float
     page_fault_us: float
     loop_ns: float
     import_torch_s: float | None  # None: torch is not importable by this interpreter
@@ -43,7 +46,7 @@ class HostSpeed:
     def line(self) -> str:
         torch = "n/a" if self.import_torch_s is None else f"{self.import_torch_s:.2f} s"
         return (
-            f"page fault {self.page_fault_us:.2f} µs, python loop {self.loop_ns:.1f} ns/iteration, "
+            f"memory copy {self.copy_gb_s:.1f} GB/s, page fault {self.page_fault_us:.2f} µs, python loop {self.loop_ns:.1f} ns/iteration, "
             f"import torch {torch} of CPU"
         )
 
@@ -61,6 +64,14 @@ def touch_fresh_pages(mib: int = FAULT_MIB) -> tuple[int, int, float]:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before
         view.release()
     return pages, faults, seconds
+
+
+def copy_gb_s(mib: int = COPY_MIB) -> float:
+    source, target = bytearray(b"\x01" * (mib << 20)), bytearray(mib << 20)
+    target[:] = source  # both in memory before the timed copy
+    start = time.perf_counter()
+    target[:] = source
+    return (mib << 20) / (time.perf_counter() - start) / 1e9
 
 
 def page_fault_us(mib: int = FAULT_MIB) -> float:
@@ -89,6 +100,7 @@ def import_cpu_s(module: str = "torch", python: str = sys.executable) -> float |
 def measure(repeats: int = REPEATS, python: str = sys.executable) -> HostSpeed:
     imports = [import_cpu_s("torch", python) for _ in range(repeats)]
     return HostSpeed(
+        copy_gb_s=statistics.median(copy_gb_s() for _ in range(repeats)),
         page_fault_us=statistics.median(page_fault_us() for _ in range(repeats)),
         loop_ns=statistics.median(loop_ns() for _ in range(repeats)),
         import_torch_s=None if None in imports else statistics.median(t for t in imports if t is not None),

@@ -7,7 +7,7 @@ Usage: ``python benchmarks/test_suite.py [--fast] [--record] [--cache] [--log FI
 trainer tests start from is trained in the run, as on a fresh clone, unless ``--cache``
 (tests/integration/conftest.py).
 Goals (issue 44, 2 cores): `make test` ≤ 720 s of pytest wall, `make test-fast` ≤ 180 s. The host's speed before and
-after the run (benchmarks/host_probe.py: page-fault cost, a Python loop, `import torch`) is printed beside the load:
+after the run (benchmarks/host_probe.py: memory copy, page fault, a Python loop, `import torch`) is printed beside the load:
 on this VM the same code's figure moved by 75 % with it, at the same load.
 
 ``--timeline`` also records when each test ran on which worker (tests/suite_timeline.py) and samples the CPUs every

@@ -21,6 +21,8 @@ def test_the_import_probe_times_a_new_interpreter_and_says_when_it_cannot() -> N
 
 
 def test_the_line_names_each_figure_with_its_unit() -> None:
-    speed = host_probe.HostSpeed(page_fault_us=0.734, loop_ns=28.26, import_torch_s=2.456)
-    assert speed.line() == "page fault 0.73 µs, python loop 28.3 ns/iteration, import torch 2.46 s of CPU"
-    assert host_probe.HostSpeed(1.0, 30.0, None).line().endswith("import torch n/a of CPU")
+    speed = host_probe.HostSpeed(copy_gb_s=7.26, page_fault_us=0.734, loop_ns=28.26, import_torch_s=2.456)
+    assert speed.line() == (
+        "memory copy 7.3 GB/s, page fault 0.73 µs, python loop 28.3 ns/iteration, import torch 2.46 s of CPU"
+    )
+    assert host_probe.HostSpeed(5.0, 1.0, 30.0, None).line().endswith("import torch n/a of CPU")
