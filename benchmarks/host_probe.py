@@ -46,7 +46,8 @@ class HostSpeed:
     def line(self) -> str:
         torch = "n/a" if self.import_torch_s is None else f"{self.import_torch_s:.2f} s"
         return (
-            f"memory copy {self.copy_gb_s:.1f} GB/s, page fault {self.page_fault_us:.2f} µs, python loop {self.loop_ns:.1f} ns/iteration, "
+            f"memory copy {self.copy_gb_s:.1f} GB/s, page fault {self.page_fault_us:.2f} µs, "
+            f"python loop {self.loop_ns:.1f} ns/iteration, "
             f"import torch {torch} of CPU"
         )
 

@@ -7,8 +7,8 @@ Usage: ``python benchmarks/test_suite.py [--fast] [--record] [--cache] [--log FI
 trainer tests start from is trained in the run, as on a fresh clone, unless ``--cache``
 (tests/integration/conftest.py).
 Goals (issue 44, 2 cores): `make test` ≤ 720 s of pytest wall, `make test-fast` ≤ 180 s. The host's speed before and
-after the run (benchmarks/host_probe.py: memory copy, page fault, a Python loop, `import torch`) is printed beside the load:
-on this VM the same code's figure moved by 75 % with it, at the same load.
+after the run (benchmarks/host_probe.py: memory copy, page fault, a Python loop, `import torch`) is printed beside the
+load: on this VM the same code's figure moved by 40 % with it, at the same load.
 
 ``--timeline`` also records when each test ran on which worker (tests/suite_timeline.py) and samples the CPUs every
 second, then prints the idle CPU and the test files it fell in: a test that waits (a sleep, a timeout, the network)
