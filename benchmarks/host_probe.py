@@ -1,8 +1,9 @@
 """How fast this host runs the suite's kind of work right now, printed beside every suite figure.
 
-The load average does not say it. On 2026-12-07 this 2-core VM ran `make test` in 757 s at 10:07 and in 1,332 s at
-17:36 on the same code with a load of 0.8 before the run; a bare `import verl` took 4.8-5.5 s of CPU at 17:10 and
-17-30 s at 18:00, while a pure-Python loop ran at the same speed. What had changed was memory: a copy ran at
+The load average does not say it. On 2026-12-07 this 2-core VM ran `make test` from fresh clones in 940.8 s at 16:39
+and in 1,332.2 s at 17:58, the second commit changing only where Hydra writes its run dir, the load under 1 before
+both; a bare `import verl` took 4.8-5.5 s at 17:10 and 17-31 s at 18:00, while a pure-Python loop ran at the same
+speed. What had changed was memory: a copy ran at
 0.7-2.9 GB/s and a first write to a fresh page cost 8-30 µs. Unmarshalling bytecode, building modules and tensors
 are memory-bound, and most of the suite is new interpreters importing torch, vLLM and verl.
 
