@@ -57,6 +57,12 @@ def _failure(log: Path, returncode: int) -> TrainerFailed:
     return TrainerFailed(f"{log.parent.name} exited with {returncode}; the end of {log}:\n" + "\n".join(lines[-40:]))
 
 
+def hydra_run_dir(run_dir: Path) -> str:
+    """The override that puts Hydra's run dir (``.hydra/`` and the trainer's log) in ``run_dir/hydra``: verl's trainers
+    are Hydra apps, and without it each launch leaves ``outputs/<date>/<time>/`` in the directory it runs in."""
+    return f"hydra.run.dir={run_dir / 'hydra'}"
+
+
 def run_trainer(
     stage: str,
     config: str,
@@ -73,9 +79,10 @@ def run_trainer(
     run_dir.mkdir(parents=True, exist_ok=True)
     metrics_path, log_path = run_dir / "metrics.jsonl", run_dir / "log.txt"
     metrics_path.unlink(missing_ok=True)  # verl's file logger appends; a rerun must not read the last run's steps
-    # Hydra's run dir in the stage's folder: verl's trainers would write outputs/<date>/<time>/ in the cwd
-    hydra_dir = f"hydra.run.dir={run_dir / 'hydra'}"
-    command = [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args, hydra_dir]
+    command = [
+        sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args,
+        hydra_run_dir(run_dir),
+    ]  # fmt: skip
     seen: set[int] = set()
     with open(log_path, "w") as log, tqdm(total=total_steps, desc=desc, unit="step") as bar:
         log.write("$ " + " ".join(command) + "\n")

@@ -11,18 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from agentrl_recipe import names
+from demo.demo_runs import hydra_run_dir  # the demo's launches and the tests' keep Hydra out of the checkout alike
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def launch_command(stage: str, config: str, args: list[str]) -> list[str]:
     return [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args]
-
-
-def hydra_run_dir(run_dir: Path) -> str:
-    """verl's trainers are Hydra apps: without this override each launch leaves ``outputs/<date>/<time>/`` (its
-    ``.hydra/`` and an empty log) in the directory it runs in, here the checkout."""
-    return f"hydra.run.dir={run_dir / 'hydra'}"
 
 
 # Ray's GCS marks a raylet dead after 5 missed health checks (3 s apart, 10 s timeout): on the 2-core CI machine, with
