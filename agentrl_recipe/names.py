@@ -26,6 +26,11 @@ REWARD_MANAGER = "agentrl_reward"  # the component's name in markers and logs
 REWARD_MANAGER_MODULE = "pkg://agentrl_recipe.training.rewards.manager"
 REWARD_MANAGER_CLASS = "AgentRLRewardManager"
 
+# --- loaded by path (trainer.v1.sampler.custom_sampler: verl imports the module in its trainer) ---
+SAMPLER_PATH = "pkg://agentrl_recipe.training.algos.sampler"
+SYNC_SAMPLER = "AgentRLReplayBuffer"  # the sync trainer's replay buffer
+ASYNC_SAMPLER = "AgentRLReplayBufferAsync"  # colocate_async / separate_async
+
 # --- the tool (resolved by class path from verl_configs/tools/*.yaml, not a registry) ---
 TOOL_NAME = "code_interpreter"
 TOOL_CLASS = "agentrl_recipe.training.agent_loop.code_interpreter.CodeInterpreterTool"

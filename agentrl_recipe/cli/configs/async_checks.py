@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from agentrl_recipe.cli.configs.files import value_or
-from agentrl_recipe.training.algos.sampler import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
+from agentrl_recipe.names import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
 from verl_cpu import names as cpu_names
 
 ASYNC_MODES = ("colocate_async", "separate_async")

@@ -85,6 +85,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 from verl.utils.metric import AggregationType, Metric
 
 from agentrl_recipe import fields
+from agentrl_recipe.names import ASYNC_SAMPLER, SAMPLER_PATH, SYNC_SAMPLER
 from agentrl_recipe.training import trace
 from agentrl_recipe.training.algos import roc
 from agentrl_recipe.training.algos.infra_guard import (
@@ -109,10 +110,6 @@ from agentrl_recipe.training.verl_adapters.replay_buffer import (
 )
 
 logger = logging.getLogger(__name__)
-
-SAMPLER_PATH = "pkg://agentrl_recipe.training.algos.sampler"
-SYNC_SAMPLER = "AgentRLReplayBuffer"
-ASYNC_SAMPLER = "AgentRLReplayBufferAsync"
 
 # sampler_kwargs key -> the config value it must be interpolated from. Optional: roc (RoC stays off without it;
 # `configs check` reports an agentrl.roc that is on but not wired) and sync_refill_failed_groups.

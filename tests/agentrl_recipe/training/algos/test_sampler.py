@@ -27,7 +27,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from verl.utils.import_utils import load_extern_object
 
-from agentrl_recipe import fields
+from agentrl_recipe import fields, names
 from agentrl_recipe.training.algos import sampler
 from agentrl_recipe.training.algos.infra_guard import InfraGuardConfig
 from agentrl_recipe.training.algos.masking import MaskConfig
@@ -44,14 +44,14 @@ LOGGER = sampler.__name__
 # ---- the path configs name (pkg://agentrl_recipe.training.algos.sampler)
 # ----------------------------------------------------
 def test_the_configured_path_and_names_are_this_modules_own() -> None:
-    assert sampler.SAMPLER_PATH.removeprefix("pkg://") == sampler.__name__
-    for name in (sampler.SYNC_SAMPLER, sampler.ASYNC_SAMPLER):
+    assert names.SAMPLER_PATH.removeprefix("pkg://") == sampler.__name__
+    for name in (names.SYNC_SAMPLER, names.ASYNC_SAMPLER):
         assert getattr(sampler, name).__module__ == sampler.__name__, name
 
 
 @pytest.mark.parametrize("name", ["AgentRLReplayBuffer", "AgentRLReplayBufferAsync"])
 def test_verl_loads_the_classes_from_the_configured_path(name: str) -> None:
-    assert load_extern_object(sampler.SAMPLER_PATH, name) is getattr(sampler, name)  # verl's custom_sampler loader
+    assert load_extern_object(names.SAMPLER_PATH, name) is getattr(sampler, name)  # verl's custom_sampler loader
 
 
 def test_verl_trainer_builds_our_buffer_from_config() -> None:
