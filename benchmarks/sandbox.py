@@ -216,12 +216,15 @@ def bench_cold(cfg: SandboxConfig, code: str, calls: int, concurrency: int, desc
 
 
 @contextmanager
-def serve(pool_size: int | None, token_file: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+def serve(
+    pool_size: int | None, token_file: Path, log: Path, max_queue: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """A real ``agentrl-sandbox serve`` on loopback (token required, as a fleet runs it) until its ``/v1/ping``
-    answers; stopped (SIGINT, then SIGKILL) on exit."""
+    answers; stopped (SIGINT, then SIGKILL) on exit. ``max_queue``: its ``--max-queue`` (default: the server's)."""
     port = free_port()
     argv = [sys.executable, "-m", "agentrl_sandbox.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--token-file", str(token_file)] + (["--pool-size", str(pool_size)] if pool_size else [])
+    argv += ["--max-queue", str(max_queue)] if max_queue is not None else []
     url = f"http://127.0.0.1:{port}"
     with log.open("w") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)

@@ -214,7 +214,7 @@ def test_a_failed_deep_health_check_takes_a_server_out_and_a_passed_one_back_in(
 
         def health_round() -> int:
             async def once() -> int:
-                return await client.fleet.check(client._http())
+                return await client.fleet.check(client._http().health)
 
             return client.submit(once()).result(timeout=60)
 

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from sandbox_test_helpers import serve
 
 from agentrl_sandbox.config import SandboxConfig
-from agentrl_sandbox.fusion_client import KEEPALIVE_EXPIRY_S, SandboxFusionClient
+from agentrl_sandbox.fusion_client import KEEPALIVE_EXPIRY_S, POOL_CONNECTIONS, SandboxFusionClient, _Connections
 from agentrl_sandbox.protocol import response_from_result, result_from_response
 from agentrl_sandbox.server import create_app
 from agentrl_sandbox.types import ExecResult
@@ -147,6 +147,50 @@ def test_1024_concurrent_calls_all_answered(server_url):
     assert len(results) == 1024
     bad = [(i, r.status, r.message) for i, r in enumerate(results) if r.status != "ok" or r.stdout != f"{i * 3}\n"]
     assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize(("runs", "pools"), [(1, 1), (POOL_CONNECTIONS, 1), (POOL_CONNECTIONS + 1, 2), (128, 8)])
+def test_enough_pools_of_pool_connections_for_the_runs(runs: int, pools: int) -> None:
+    connections = _Connections(runs, servers=1)
+    try:
+        assert len(connections.pools) == pools
+    finally:
+        asyncio.run(connections.aclose())
+
+
+def test_requests_in_flight_go_to_the_least_busy_pool() -> None:
+    """40 requests held by the server until all 40 are in: 3 pools of 16, filled evenly, none past its connections."""
+    runs, arrived, release = 40, [], None
+    app = FastAPI()
+
+    @app.post("/hold")
+    async def hold() -> dict:
+        nonlocal release
+        release = release or asyncio.Event()
+        arrived.append(1)
+        if len(arrived) == runs:
+            release.set()
+        await release.wait()
+        return {}
+
+    async def burst() -> list[list[int]]:
+        connections, seen = _Connections(runs, servers=1), []
+
+        async def one() -> None:
+            async with connections.stream("POST", f"{url}/hold", timeout=30) as response:
+                seen.append(list(connections.in_flight))  # before any request has left its pool
+                await response.aread()
+
+        try:
+            await asyncio.gather(*(one() for _ in range(runs)))
+        finally:
+            await connections.aclose()
+        return seen
+
+    with serve(app) as url:
+        seen = asyncio.run(burst())
+    assert seen[0] == [14, 13, 13]
+    assert all(max(counts) <= POOL_CONNECTIONS for counts in seen)
 
 
 def test_server_down_gives_infra_error_after_retries():
