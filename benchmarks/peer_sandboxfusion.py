@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import subprocess
@@ -44,13 +43,12 @@ from pathlib import Path
 
 import httpx
 
-from agentrl_recipe.atomic_io import atomic_write_text
 from agentrl_sandbox import runtime_env
 from agentrl_sandbox.bench_calls import WORKLOADS, run_calls
 from agentrl_sandbox.config import SandboxConfig
 from agentrl_sandbox.fusion_client import SandboxFusionClient
 from agentrl_sandbox.ports import free_port
-from benchmarks.sandbox import cpu_split, load_avg, measure_http, stop
+from benchmarks.sandbox import cpu_split, finish, load_avg, measure_http, stop
 
 DEFAULT_WORKDIR = Path("/tmp/agentrl-peer-sandboxfusion")
 PEER_WORKLOADS = ("trivial", "numpy")
@@ -188,11 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             code = WORKLOADS[workload]
             ours = measure_http(args, code, Path(tmp))
             report["workloads"][workload] = {"code": code, "ours": ours, "peer": measure_peer(args, code, Path(tmp))}
-    report["load_avg_end"] = load_avg()
-    show(report)
-    if args.json:
-        atomic_write_text(args.json, json.dumps(report, indent=2))
-    return 0
+    return finish(report, show, args.json)
 
 
 if __name__ == "__main__":

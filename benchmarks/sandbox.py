@@ -363,6 +363,16 @@ def show(report: dict) -> None:
                 )
 
 
+def finish(report: dict, show: Callable[[dict], None], json_path: Path | None) -> int:
+    """A sandbox benchmark's end: the load average now, ``show(report)``, and the figures to ``json_path``
+    (atomically) when given; the exit status."""
+    report["load_avg_end"] = load_avg()
+    show(report)
+    if json_path:
+        atomic_write_text(json_path, json.dumps(report, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", choices=sorted(WORKLOADS), default="trivial")
@@ -388,13 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         report["http"] = measure_http(args, code, Path(tmp))
     if not args.no_baseline:
         report["cold_bwrap"] = measure_cold(args, code)
-    report["load_avg_end"] = load_avg()
     report["goals_calls_per_s_wall"] = GOALS
     report["verdict"] = judge(report)
-    show(report)
-    if args.json:
-        atomic_write_text(args.json, json.dumps(report, indent=2))
-    return 0
+    return finish(report, show, args.json)
 
 
 if __name__ == "__main__":

@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from agentrl_recipe.atomic_io import atomic_write_text
 from agentrl_sandbox import fusion_client
 from agentrl_sandbox.bench_calls import WORKLOADS, run_calls
 from agentrl_sandbox.config import SandboxConfig
 
 if __package__:  # imported (tests/benchmarks), or run as `python -m benchmarks.sandbox_client`
-    from benchmarks.sandbox import load_avg, serve
+    from benchmarks.sandbox import finish, load_avg, serve
 else:  # run as `python benchmarks/sandbox_client.py`: this folder is sys.path[0]
-    from sandbox import load_avg, serve
+    from sandbox import finish, load_avg, serve
 
 LAYOUTS = {"one pool": sys.maxsize, "pools": fusion_client.POOL_CONNECTIONS}  # connections per pool
 
@@ -83,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 for layout, connections in LAYOUTS.items():
                     figures = measure(url, token_file, in_flight, args.calls, connections)
                     report["runs"].append({"layout": layout, **figures})
-    report["load_avg_end"] = load_avg()
-    show(report)
-    if args.json:
-        atomic_write_text(args.json, json.dumps(report, indent=2))
-    return 0
+    return finish(report, show, args.json)
 
 
 if __name__ == "__main__":
