@@ -7,7 +7,9 @@ composed config, the check report and the command, and exits — on any machine,
 - **SFT** runs verl's SFT trainer under torchrun: ``python -m torch.distributed.run --nnodes N --nproc-per-node G
   [--rdzv-* for N > 1] -m verl.trainer.sft_trainer --config-path=<abs verl_configs> --config-name=<name> ...``. For
   several nodes run the same command on each node with ``MASTER_ADDR`` (and ``MASTER_PORT``) set; anything in
-  ``TORCHRUN_ARGS`` is passed to torchrun as is.
+  ``TORCHRUN_ARGS`` is passed to torchrun as is. torchrun's log folders go to ``<trainer.default_local_dir>/torchrun``,
+  next to ``launch.log`` (``--log-dir``, unless ``TORCHRUN_ARGS`` names one): torch's default is a new
+  ``/tmp/torchelastic_*`` per launch, never removed.
 - **RL** runs ``python -m verl.trainer.main_ppo --config-path=<abs verl_configs> --config-name=<name> ...``. The
   plugin reaches every Ray worker through the ``verl.plugins`` entry point (the package must be installed on every
   node); the launcher also sets ``VERL_USE_EXTERNAL_MODULES=agentrl_recipe.plugin`` so a worker that cannot import
@@ -89,6 +91,8 @@ RL_PATH_KEYS = (
 # Checkpoint paths: absolute even before they exist, so every node and a resumed run use the same directory.
 CHECKPOINT_KEYS = ("trainer.default_local_dir", "trainer.resume_from_path")
 SFT_PATH_KEYS = CHECKPOINT_KEYS  # torchrun's ranks share the launcher's cwd: only the checkpoint dirs matter
+TORCHRUN_LOG_DIR = "torchrun"  # in trainer.default_local_dir: torchrun's per-rank log folders (its --log-dir)
+TORCHRUN_LOG_FLAGS = ("--log-dir", "--log_dir", "--logs-specs", "--logs_specs")  # TORCHRUN_ARGS that place them
 
 
 def _override_value(value: object) -> str:
@@ -155,7 +159,10 @@ def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tu
                 f"--rdzv-endpoint={master}:{port}",
                 f"--rdzv-id={cfg.trainer.experiment_name}",
             ]
-    torchrun += shlex.split(args.torchrun_args)
+    passed = shlex.split(args.torchrun_args)
+    if not any(arg.split("=", 1)[0] in TORCHRUN_LOG_FLAGS for arg in passed):
+        torchrun.append(f"--log-dir={Path(str(cfg.trainer.default_local_dir)).absolute() / TORCHRUN_LOG_DIR}")
+    torchrun += passed
     command = [
         *torchrun,
         "-m",

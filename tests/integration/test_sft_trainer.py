@@ -57,3 +57,5 @@ def test_two_ranks_on_converted_released_trajectories(cpu_inputs_dir, tmp_path: 
         "model_world_size_2_rank_0.pt",
         "model_world_size_2_rank_1.pt",
     }
+    # torchrun's log folders (one per rank) next to launch.log, not a new /tmp/torchelastic_* per launch
+    assert sorted(p.name for p in (run / "ckpt/torchrun").glob("*/attempt_0/*")) == ["0", "1"]

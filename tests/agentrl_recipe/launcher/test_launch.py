@@ -37,6 +37,25 @@ def _args(*argv: str) -> argparse.Namespace:
     return parser.parse_intermixed_args(list(argv))
 
 
+@pytest.mark.parametrize(
+    ("torchrun_args", "log_args"),
+    [
+        ("", ["--log-dir=<ckpt>/torchrun"]),
+        ("--log-dir /logs", ["--log-dir"]),
+        ("--log_dir=/logs", ["--log_dir=/logs"]),
+        ("--logs-specs=mine", ["--logs-specs=mine"]),
+    ],
+)
+def test_torchruns_logs_go_next_to_the_launch_log_unless_torchrun_args_place_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torchrun_args: str, log_args: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    command, _ = launch.sft_command("agentrl_sft_qwen3_4b", [], _args("sft", f"--torchrun-args={torchrun_args}"))
+    torchrun = command[: command.index("verl.trainer.sft_trainer")]
+    ckpt = str(tmp_path / "checkpoints/agentrl_sft/qwen3_4b")  # the config's trainer.default_local_dir, made absolute
+    assert [arg.replace(ckpt, "<ckpt>") for arg in torchrun if arg.startswith("--log")] == log_args
+
+
 @pytest.fixture
 def no_token_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in (ENV_SANDBOX_TOKEN, ENV_SANDBOX_TOKEN_FILE):
