@@ -10,6 +10,7 @@ mode; a program printing <script>/<img onerror> must not run; a 1,024-trajectory
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -40,7 +41,7 @@ LIST_BUDGET_MS = 1000.0
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
@@ -53,7 +54,9 @@ def browser() -> Iterator[object]:
         "--window-size=1400,1000",
     ):
         options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(DRIVER)))
+    # Chromium's own temp folders (its singleton socket's, left in /tmp by each run otherwise) go to the test's
+    scratch = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(DRIVER), env=scratch))
     driver.implicitly_wait(5)
     try:
         yield driver
