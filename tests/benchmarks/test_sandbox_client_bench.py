@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from agentrl_sandbox import fusion_client
 from benchmarks import sandbox_client
 
 
+@pytest.mark.slow  # a real `agentrl-sandbox serve` and ~150 calls: out of `make test-fast`
 def test_both_layouts_run_with_their_pools_and_the_client_keeps_its_own(tmp_path: Path) -> None:
     out = tmp_path / "client.json"
     in_flight = fusion_client.POOL_CONNECTIONS + 1  # two pools in the shipped layout
