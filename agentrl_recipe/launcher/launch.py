@@ -161,7 +161,7 @@ def sft_command(name: str, overrides: list[str], args: argparse.Namespace) -> tu
             ]
     passed = shlex.split(args.torchrun_args)
     if not any(arg.split("=", 1)[0] in TORCHRUN_LOG_FLAGS for arg in passed):
-        torchrun.append(f"--log-dir={Path(str(cfg.trainer.default_local_dir)).absolute() / TORCHRUN_LOG_DIR}")
+        torchrun.append(f"--log-dir={resume.checkpoint_dir(cfg) / TORCHRUN_LOG_DIR}")
     torchrun += passed
     command = [
         *torchrun,
@@ -282,7 +282,7 @@ def main(args: argparse.Namespace) -> int:
         return NOTHING_TRAINED
     before = resume.saved_step(cfg)
     started = time.time()
-    run_dir = Path(str(cfg.trainer.default_local_dir)).absolute()
+    run_dir = resume.checkpoint_dir(cfg)
     try:
         for command, env in runs:
             code = log_stream.run(command, {**os.environ, **env}, run_dir, raw=args.verbose)

@@ -26,6 +26,11 @@ TRACKER = (
 VAL_KEY = "trainer.val_before_train"
 
 
+def checkpoint_dir(cfg: Any) -> Path:
+    """``trainer.default_local_dir``, absolute (from the launcher's working directory, as the trainers get it)."""
+    return Path(str(cfg.trainer.default_local_dir)).absolute()
+
+
 def resume_checkpoint(cfg: Any) -> str | None:
     """The checkpoint directory verl will resume from with this composed config, or None for a fresh start."""
     trainer = cfg.trainer
@@ -35,13 +40,8 @@ def resume_checkpoint(cfg: Any) -> str | None:
     if mode == "resume_path":
         path = trainer.get("resume_from_path")
         return str(Path(str(path)).absolute()) if path else None
-    root = Path(str(trainer.default_local_dir)).absolute()
-    try:
-        step = int((root / TRACKER).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    folder = root / f"global_step_{step}"
-    return str(folder) if folder.is_dir() else None
+    step = saved_step(cfg)
+    return None if step is None else str(checkpoint_dir(cfg) / f"global_step_{step}")
 
 
 def _sets(overrides: list[str], key: str) -> bool:
@@ -141,7 +141,7 @@ def nothing_to_train(cfg: Any) -> str | None:
 
 def saved_step(cfg: Any) -> int | None:
     """The newest step saved in ``trainer.default_local_dir`` (verl's tracker file), whatever ``resume_mode`` says."""
-    root = Path(str(cfg.trainer.default_local_dir)).absolute()
+    root = checkpoint_dir(cfg)
     try:
         step = int((root / TRACKER).read_text().strip())
     except (OSError, ValueError):
@@ -160,6 +160,6 @@ def trained_line(cfg: Any, before: int | None, elapsed_s: float) -> tuple[str, b
     if before is not None and after <= before:
         return f"trained 0 steps: resumed at step {before} of {cfg.trainer.default_local_dir} and saved none", False
     start = (before or 0) + 1
-    where = Path(str(cfg.trainer.default_local_dir)).absolute() / f"global_step_{after}"
+    where = checkpoint_dir(cfg) / f"global_step_{after}"
     count = after - start + 1
     return f"trained steps {start}-{after} ({count} steps) in {took} (wall, start-up included): {where}", True
