@@ -57,10 +57,12 @@ def _failure(log: Path, returncode: int) -> TrainerFailed:
     return TrainerFailed(f"{log.parent.name} exited with {returncode}; the end of {log}:\n" + "\n".join(lines[-40:]))
 
 
-def hydra_run_dir(run_dir: Path) -> str:
-    """The override that puts Hydra's run dir (``.hydra/`` and the trainer's log) in ``run_dir/hydra``: verl's trainers
-    are Hydra apps, and without it each launch leaves ``outputs/<date>/<time>/`` in the directory it runs in."""
-    return f"hydra.run.dir={run_dir / 'hydra'}"
+def launch_command(stage: str, config: str, args: Sequence[str], run_dir: Path) -> list[str]:
+    """The launcher's command for one stage (``make sft`` / ``make rl`` without make), with Hydra's run dir (``.hydra/``
+    and the trainer's log) in ``run_dir/hydra``: verl's trainers are Hydra apps, and without it each launch leaves
+    ``outputs/<date>/<time>/`` in the directory it runs in."""
+    launcher = [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config]
+    return [*launcher, *args, f"hydra.run.dir={run_dir / 'hydra'}"]
 
 
 def run_trainer(
@@ -79,10 +81,7 @@ def run_trainer(
     run_dir.mkdir(parents=True, exist_ok=True)
     metrics_path, log_path = run_dir / "metrics.jsonl", run_dir / "log.txt"
     metrics_path.unlink(missing_ok=True)  # verl's file logger appends; a rerun must not read the last run's steps
-    command = [
-        sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args,
-        hydra_run_dir(run_dir),
-    ]  # fmt: skip
+    command = launch_command(stage, config, args, run_dir)
     seen: set[int] = set()
     with open(log_path, "w") as log, tqdm(total=total_steps, desc=desc, unit="step") as bar:
         log.write("$ " + " ".join(command) + "\n")

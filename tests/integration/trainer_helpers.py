@@ -6,18 +6,13 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from agentrl_recipe import names
-from demo.demo_runs import hydra_run_dir  # the demo's launches and the tests' keep Hydra out of the checkout alike
+from demo.demo_runs import launch_command  # the demo's launches and the tests' alike (Hydra out of the checkout)
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def launch_command(stage: str, config: str, args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "agentrl_recipe.launcher.launch", stage, "--config", config, *args]
 
 
 # Ray's GCS marks a raylet dead after 5 missed health checks (3 s apart, 10 s timeout): on the 2-core CI machine, with
@@ -45,7 +40,7 @@ def launch(stage: str, config: str, args: list[str], run_dir: Path, *, timeout: 
     """Run the launcher to completion; returns the CompletedProcess (stdout+stderr in ``run_dir/log.txt`` too)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        launch_command(stage, config, [*args, hydra_run_dir(run_dir)]),
+        launch_command(stage, config, args, run_dir),
         cwd=REPO,
         env=launch_env(run_dir, extra_env),
         capture_output=True,
