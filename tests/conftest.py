@@ -10,6 +10,11 @@ from pathlib import Path
 # CPU launch (agentrl_recipe/launcher/env.py OMP_WAIT_ON_CPU). Set before anything imports torch: libgomp reads it once.
 # Spelled here, not imported: that module loads torch, and `make test-sandbox-alone` loads this file with no recipe.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# No Ray workers started ahead of need, as in a CPU launch (launcher/env.py CPU_ENV_DEFAULTS), for the clusters the
+# tests start themselves (their own ray.init, the two-node test's `ray start`, plain verl's run): the raylet reads it
+# at start. One suite's run had 15 idle Ray workers (~21 CPU-seconds), 6 of them the two-node test's raylets'.
+os.environ.setdefault("RAY_enable_worker_prestart", "0")
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
 import pytest
 from sandbox_test_helpers import HOST_SECRET_ENV, HOST_SECRET_VALUE
