@@ -49,13 +49,17 @@ class _JSONPoster:
         self.retries = retries
         self.backoff_s = backoff_s
         self._semaphore = asyncio.Semaphore(max_concurrency)
+        # A connection per request the semaphore lets through, each kept for the next: httpx's defaults (100
+        # connections, 20 kept) held requests past the 100th in its own pool, so max_concurrency=256 ran 100 at once,
+        # and closed all but 20 connections after each answer.
+        self.limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
     def _http(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:  # an httpx client is bound to one event loop
-            self._client = httpx.AsyncClient(timeout=self.timeout, headers=self.headers)
+            self._client = httpx.AsyncClient(timeout=self.timeout, headers=self.headers, limits=self.limits)
             self._client_loop = loop
         return self._client
 

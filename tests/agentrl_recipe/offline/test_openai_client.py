@@ -19,6 +19,7 @@ from verl_client.token_output import ContextLimits
 
 REPLY_IDS = [11, 12, 13, 2]  # the last one plays the EOS, which vLLM keeps in token_ids
 REPLY_LOGPROBS = [-0.5, -0.25, -1.0, -0.125]
+HOLD_S = 5.0
 
 
 class FakeServer:
@@ -28,12 +29,16 @@ class FakeServer:
         self.requests: list[dict[str, Any]] = []
         self.mode = "token_ids"
         self.failures = 0
+        self.hold = 0  # > 0: each request waits until this many are in at once (or HOLD_S passed)
+        self.in_flight = self.peak = 0
         app = FastAPI()
 
         @app.post("/v1/completions")
         async def completions(request: Request):
             body = await request.json()
             self.requests.append(body)
+            if self.hold:
+                await self._held()
             if self.failures:
                 self.failures -= 1
                 return JSONResponse({"error": "overloaded"}, status_code=503)
@@ -63,6 +68,14 @@ class FakeServer:
 
         self.app = app
 
+    async def _held(self) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        deadline = time.monotonic() + HOLD_S
+        while self.peak < self.hold and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        self.in_flight -= 1
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[FakeServer, str]]:
@@ -87,6 +100,7 @@ def server() -> Iterator[tuple[FakeServer, str]]:
 def fake(server) -> FakeServer:
     server[0].requests.clear()
     server[0].mode, server[0].failures = "token_ids", 0
+    server[0].hold = server[0].in_flight = server[0].peak = 0
     return server[0]
 
 
@@ -137,6 +151,24 @@ def test_retries_then_errors(server, fake):
     dead = OpenAICompletionsClient("http://127.0.0.1:9", "policy", limits=LIMITS, retries=1, backoff_s=0.01)
     with pytest.raises(OpenAIServerError, match="ConnectError"):
         asyncio.run(dead.generate("r", prompt_ids=[1], sampling_params=PARAMS))
+
+
+def test_max_concurrency_requests_reach_the_server_at_once(server, fake):
+    """max_concurrency is what runs: httpx's default pool (100 connections) held the requests past the 100th."""
+    fake.hold = concurrency = 120
+    client = OpenAICompletionsClient(server[1], "policy", limits=LIMITS, max_concurrency=concurrency)
+
+    async def burst() -> list:
+        try:
+            return await asyncio.gather(*(client.generate("r", prompt_ids=[1], sampling_params=PARAMS)
+                                          for _ in range(concurrency)))  # fmt: skip
+        finally:
+            await client.aclose()
+
+    started = time.monotonic()
+    outputs = asyncio.run(burst())
+    assert fake.peak == concurrency and len(outputs) == concurrency
+    assert time.monotonic() - started < HOLD_S  # released when all were in, not by the server's deadline
 
 
 def test_chat_client_with_tools(server, fake):
