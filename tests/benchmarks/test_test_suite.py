@@ -50,6 +50,29 @@ def test_idle_between_tests_is_named() -> None:
     assert test_suite.idle_by_file(timeline, [(12.0, 1.5), (13.0, 0.5)], 1.0) == {"(between tests)": 2.0}
 
 
+def test_the_timeline_report_gives_the_work_its_wall_floor_and_the_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [
+        {"test": "a.py::test_1", "worker": "gw0", "start": 100.0, "end": 110.0},
+        {"test": "b.py::test_1", "worker": "gw1", "start": 100.0, "end": 108.0},
+    ]
+    timeline = tmp_path / "timeline.jsonl"
+    timeline.write_text("".join(json.dumps(r) + "\n" for r in records))
+    sampler = test_suite.CpuSampler()
+    sampler.samples = [(102.0, 1.0), (109.0, 1.5), (110.0, 0.5)]
+    monkeypatch.setattr(test_suite.os, "cpu_count", lambda: 2)
+    test_suite.print_idle(timeline, sampler)
+    lines = capsys.readouterr().out.splitlines()
+    # 10 s × 2 CPUs, 3 core-s idle: 17 core-s of work, 8.5 s on 2 CPUs at best (printed rounded)
+    assert lines[:4] == [
+        "CPU work while tests ran: 17 core-s, 8 s of wall on 2 CPUs with none idle",
+        "idle CPU while tests ran: 3 core-s of 20 (15.0 %); the files it fell in:",
+        "       2.5 core-s  a.py",
+        "       0.5 core-s  b.py",
+    ]
+
+
 def test_the_timeline_records_each_test_with_its_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     timeline = SuiteTimeline(tmp_path / "timeline.jsonl")
