@@ -49,6 +49,18 @@ def default_pool_size() -> int:
     return max(1, usable_cpus() // max(1, per_node))
 
 
+async def _ended(proc: asyncio.subprocess.Process, stderr_drain: asyncio.Future[None] | None) -> None:
+    """The interpreter's exit and the end of both its pipes, on the pool's loop. ``Process.wait()`` returns at once for
+    an exit already seen, and a pipe a child still holds then outlives it: asyncio's transport closes it in its
+    ``__del__``, after the loop has stopped, and raises there ("Event loop is closed")."""
+    await proc.wait()
+    assert proc.stdout is not None  # stdout=PIPE
+    with contextlib.suppress(OSError):
+        await proc.stdout.read()  # after the ready frame nobody reads it: to its end
+    if stderr_drain is not None:  # asyncio.wait: neither cancels it when the caller gives up nor raises its error
+        await asyncio.wait({stderr_drain})
+
+
 class LocalSandbox(Sandbox):
     name = "local"
 
@@ -62,6 +74,7 @@ class LocalSandbox(Sandbox):
         self._sem = asyncio.Semaphore(self.pool_size)
         self._start_lock = asyncio.Lock()
         self._proc: asyncio.subprocess.Process | None = None
+        self._stderr_task: asyncio.Future[None] | None = None
         self._cmd: BwrapCommand | None = None
         self._info: dict[str, Any] = {}
         self._router = Router({})
@@ -104,8 +117,7 @@ class LocalSandbox(Sandbox):
             assert proc.stdout is not None  # stdout=PIPE
             ready = await asyncio.wait_for(read_frame(proc.stdout), timeout=120)
         except (TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
-            await self._kill()
-            await asyncio.sleep(0.05)
+            await self._kill()  # its stderr read to the end: the tail below is whole
             detail = " | ".join(self._stderr_tail[-8:]) or repr(exc)
             why = userns.diagnosis(detail) or FIX
             raise SandboxError(f"bubblewrap sandbox did not start ({detail}): {why}") from exc
@@ -139,11 +151,13 @@ class LocalSandbox(Sandbox):
 
     async def _kill(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+        drain, self._stderr_task = self._stderr_task, None
+        if proc is not None:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(proc.wait(), timeout=10)
+                await asyncio.wait_for(_ended(proc, drain), timeout=10)
         if self._cmd is not None:
             self._cmd.cleanup()
             self._cmd = None
