@@ -202,9 +202,8 @@ def print_idle(timeline_path: Path, sampler: CpuSampler) -> None:
     cpus = os.cpu_count() or 1
     capacity = (max(r["end"] for r in records) - first) * cpus
     total = sum(by_file.values())
-    # The suite's CPU work bounds its wall time from below whatever the order: busy core-seconds over the CPUs.
-    print(f"CPU work while tests ran: {capacity - total:.0f} core-s, {(capacity - total) / cpus:.0f} s of wall on "
-          f"{cpus} CPUs with none idle")  # fmt: skip
+    busy = capacity - total  # bounds the wall time from below whatever the order: busy core-seconds over the CPUs
+    print(f"CPU work while tests ran: {busy:.0f} core-s, {busy / cpus:.0f} s of wall on {cpus} CPUs with none idle")
     print(f"idle CPU while tests ran: {total:.0f} core-s of {capacity:.0f} ({100 * total / max(1e-9, capacity):.1f} %);"
           " the files it fell in:")  # fmt: skip
     for path, seconds in list(by_file.items())[:IDLE_FILES]:
