@@ -218,8 +218,8 @@ def test_pool_restarts_after_its_interpreter_or_heavy_zygote_dies():
 def test_a_dead_interpreter_is_closed_on_the_pools_loop_even_when_a_child_holds_its_pipes():
     """The pool's ``_kill`` of an interpreter whose exit asyncio has already seen still waits for its pipes' end (a
     child holds them here: a shell's background ``sleep``). Without that wait the subprocess transport was left for
-    its ``__del__``, which closes the pipes after the loop has stopped and raises there (pytest's unraisable-exception
-    warning, seen once in CI)."""
+    its ``__del__``, which closes the pipes after the loop has stopped and raises there (the kind of unraisable
+    exception pytest reported in CI; that warning still shows, from a path not found yet)."""
     sb = LocalSandbox(SandboxConfig(backend="local", pool_size=1))
 
     async def exited_with_its_pipes_held() -> tuple[asyncio.subprocess.Process, float]:

@@ -54,7 +54,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         "--window-size=1400,1000",
     ):
         options.add_argument(arg)
-    # Chromium's own temp folders (its singleton socket's, left in /tmp by each run otherwise) go to the test's
+    # Chromium's own temp folders (its singleton socket's, left in /tmp by each run otherwise) go to the test's scratch
     scratch = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
     driver = webdriver.Chrome(options=options, service=Service(executable_path=str(DRIVER), env=scratch))
     driver.implicitly_wait(5)
