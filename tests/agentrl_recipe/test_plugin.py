@@ -248,6 +248,7 @@ LOADED_BY_IMPORT_VERL = {
     "verl_cpu", "verl_cpu.plugin", "verl_cpu.names", "verl_cpu.platform", "verl_cpu.device_module",
     "verl_cpu.checkpoint_engine", "verl_cpu.rollout_registry", "verl_cpu.import_hook", "verl_cpu.skip_hccl_engine",
     "verl_cpu.vllm_dist_alias", "verl_cpu.vllm_reloadable_weights", "verl_cpu.weight_sender_timeout",
+    "verl_cpu.weight_sync_path",
 }  # fmt: skip
 # ... and where verl runs on the CPU platform (VERL_PLATFORM=agentrl_cpu, or a host without accelerator): its fixes
 LOADED_ON_THE_CPU_PLATFORM = {"verl_cpu.quiet", "verl_cpu.engines", "verl_cpu.distributed", "verl_cpu.snapshot"}
