@@ -45,14 +45,14 @@ async def communicate_capped(
         if stream is None:
             return b""
         buf = bytearray()
+        # Read to the end, past the cap too (the rest is dropped): a pipe left unread keeps its transport open after
+        # the call, to be closed by the garbage collector on whatever loop is left ("Event loop is closed").
         while chunk := await stream.read(1 << 16):
             room = max_output_bytes - len(buf)
             if len(chunk) > room:
-                buf += chunk[:room]
                 truncated = True
                 overflow.set()
-                break
-            buf += chunk
+            buf += chunk[:room]
         return bytes(buf)
 
     async def feed() -> None:
