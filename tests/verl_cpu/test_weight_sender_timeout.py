@@ -10,7 +10,6 @@ platform's device module, as in a CPU run.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import shutil
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from types import ModuleType
 import pytest
 import torch
 import zmq
+from cpu_helpers import fresh_verl_module
 
 from verl_cpu import weight_sender_timeout
 from verl_cpu.device_module import cpu_device_module
@@ -34,21 +34,10 @@ HEALTHY_TIMEOUT_S = 60.0  # a CI run at load 5 once kept the receiver thread fro
 BOUND_S = 60.0  # a generous bound on a busy machine: the point is that the sync ends, not how fast
 
 
-def _fresh_verl_module() -> ModuleType:
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*SENDER_MODULE.split(".")[1:]).with_suffix(".py")
-    module_spec = importlib.util.spec_from_file_location("agentrl_test_bucketed_weight_transfer", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def verl_transfer(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """A fresh, unpatched copy of verl's module, its device calls on the CPU platform's device module."""
-    module = _fresh_verl_module()
+    module = fresh_verl_module(SENDER_MODULE)
     monkeypatch.setattr(module, "get_torch_device", lambda: cpu_device_module)
     monkeypatch.setattr(module, "is_support_ipc", lambda: False)
     monkeypatch.setenv(TIMEOUT_ENV, str(TIMEOUT_S))

@@ -1,7 +1,9 @@
-"""The weight-sync path per Ray cluster (:mod:`verl_cpu.weight_sync_path`) on verl's real ``ServerAdapter`` (the
-sender's end), ``vLLMHttpServer`` (which exports the job id to its vLLM workers) and
-``vLLMColocateWorkerExtension._get_zmq_handle`` (the receiver's end), built from a composed CPU config, and verl's real
-bucketed sender and receiver over the paths they give.
+"""The weight-sync path per Ray cluster (:mod:`verl_cpu.weight_sync_path`).
+
+The paths come from verl's real ``ServerAdapter`` (the sender's end), ``vLLMHttpServer`` (which exports the job id to
+its vLLM workers) and ``vLLMColocateWorkerExtension._get_zmq_handle`` (the receiver's end), built from a composed CPU
+config in one fresh process (those modules import vLLM, which the test process keeps out). The syncs over those paths
+run verl's real bucketed sender and receiver, from a fresh copy of their module (no vLLM either).
 
 Two clusters are two Ray runtime contexts with the same job id (every cluster's first job is ``01000000``) and their
 own GCS address. The tests' job id is this process's pid in hex, so their socket paths cannot meet a trainer running
@@ -14,108 +16,93 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 
 import pytest
-import ray
 import torch
-from verl.workers.rollout.replica import RolloutMode
-from verl.workers.rollout.vllm_rollout import bucketed_weight_transfer, utils, vllm_async_server, vllm_rollout
+from cpu_helpers import fresh_verl_module, run_probe
 
-from agentrl_recipe.offline.rollout import compose_config
-from verl_cpu import weight_sync_path
-from verl_cpu.weight_sender_timeout import TIMEOUT_ENV, WeightSyncTimeout
-from verl_cpu.weight_sync_path import JOB_ID_ENV
+from verl_cpu import weight_sender_timeout, weight_sync_path
+from verl_cpu.weight_sender_timeout import SENDER_MODULE, TIMEOUT_ENV, WeightSyncTimeout
 
 JOB_ID = f"{os.getpid():08x}"
+GCS_A, GCS_B = "192.0.2.2:6379", "192.0.2.2:6380"  # digests 832d9d48 and be2901e2
+VERLS_PATH = f"ipc:///tmp/rl-colocate-zmq-{JOB_ID}-replica-0-rank-0.sock"
+PATH_A = f"ipc:///tmp/rl-colocate-zmq-{JOB_ID}-832d9d48-replica-0-rank-0.sock"
+PATH_B = f"ipc:///tmp/rl-colocate-zmq-{JOB_ID}-be2901e2-replica-0-rank-0.sock"
 BOUND_S = 60.0
 
+# In a fresh process: each cluster's (sender path, receiver path) from verl's own __init__s (under the fix, their
+# __wrapped__) and from the patched ones, and whether the plugin patched both classes on their import.
+PROBE = """
+import json, os, sys
+from types import SimpleNamespace
+import ray
+from agentrl_recipe.offline.rollout import compose_config
+from verl.workers.rollout.replica import RolloutMode
+from verl.workers.rollout.vllm_rollout import utils, vllm_async_server, vllm_rollout
 
-@dataclass(frozen=True)
-class FakeCluster:
-    """What ``ray.get_runtime_context()`` answers in a process of one cluster."""
+job_id, model_dir, gcs_addresses = sys.argv[1], sys.argv[2], sys.argv[3:]
+cfg = compose_config(model_dir, prompt_length=32, response_length=12).actor_rollout_ref
+os.environ.update(RANK="0", RAY_LOCAL_WORLD_SIZE="1")
+Adapter, Server = vllm_rollout.ServerAdapter, vllm_async_server.vLLMHttpServer
 
-    gcs_address: str
+def paths(verls_own):
+    adapter, server = Adapter.__new__(Adapter), Server.__new__(Server)
+    adapter_init, server_init = Adapter.__init__, Server.__init__
+    if verls_own:  # verl's own, under the fix where it is applied
+        adapter_init, server_init = (getattr(init, "__wrapped__", init) for init in (adapter_init, server_init))
+    adapter_init(adapter, config=cfg.rollout, model_config=cfg.model, device_mesh=None)
+    server_init(server, config=cfg.rollout, model_config=cfg.model, rollout_mode=RolloutMode.COLOCATED, workers=[],
+                replica_rank=0, node_rank=0, gpus_per_node=1, nnodes=1, cuda_visible_devices="")
+    receiver = utils.vLLMColocateWorkerExtension._get_zmq_handle(SimpleNamespace(local_rank=0, model_runner=None))
+    return [adapter.zmq_handle, receiver]
 
-    def get_job_id(self) -> str:
-        return JOB_ID
+report = {"patched": [cls.__dict__.get("__agentrl_path_per_cluster__", False) for cls in (Adapter, Server)]}
+for verls_own in (True, False):
+    for gcs in gcs_addresses:
+        ray.get_runtime_context = lambda gcs=gcs: SimpleNamespace(get_job_id=lambda: job_id, gcs_address=gcs)
+        report.setdefault("verl" if verls_own else "fixed", []).append(paths(verls_own))
+print("@@" + json.dumps(report))
+"""
 
 
-CLUSTER_A, CLUSTER_B = FakeCluster("192.0.2.2:6379"), FakeCluster("192.0.2.2:6380")
+@pytest.fixture(scope="module")
+def probed(tiny_model_dir: Path) -> dict:
+    code = f"import sys; sys.argv[1:] = {[JOB_ID, str(tiny_model_dir), GCS_A, GCS_B]!r}\n{PROBE}"
+    return run_probe(code)
+
+
+@pytest.mark.slow  # a fresh process importing vLLM
+def test_verl_gives_two_clusters_one_path(probed: dict) -> None:
+    assert probed["verl"] == [[VERLS_PATH, VERLS_PATH], [VERLS_PATH, VERLS_PATH]]
+
+
+@pytest.mark.slow
+def test_each_cluster_gets_its_own_path_and_its_two_ends_agree(probed: dict) -> None:
+    assert probed["patched"] == [True, True]  # by the plugin, when verl's modules were imported
+    assert probed["fixed"] == [[PATH_A, PATH_A], [PATH_B, PATH_B]]
 
 
 @pytest.fixture
-def rollout_config(tiny_model_dir: Path):
-    return compose_config(tiny_model_dir, prompt_length=32, response_length=12).actor_rollout_ref
-
-
-@pytest.fixture
-def in_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[FakeCluster], None]]:
-    """Switch the runtime context this process reports; the environment verl's classes write is put back after."""
-    saved = dict(os.environ)
-    os.environ.update(RANK="0", RAY_LOCAL_WORLD_SIZE="1")
-    yield lambda cluster: monkeypatch.setattr(ray, "get_runtime_context", lambda: cluster)
-    os.environ.clear()
-    os.environ.update(saved)
-
-
-def _sender_path(rollout_config, init: Callable[..., None] = vllm_rollout.ServerAdapter.__init__) -> str:
-    adapter = vllm_rollout.ServerAdapter.__new__(vllm_rollout.ServerAdapter)
-    init(adapter, config=rollout_config.rollout, model_config=rollout_config.model, device_mesh=None)
-    return adapter.zmq_handle
-
-
-def _receiver_path(rollout_config, init: Callable[..., None] = vllm_async_server.vLLMHttpServer.__init__) -> str:
-    """What verl's vLLM worker connects to, after the server that starts it was built in this cluster."""
-    server = vllm_async_server.vLLMHttpServer.__new__(vllm_async_server.vLLMHttpServer)
-    init(server, config=rollout_config.rollout, model_config=rollout_config.model,
-         rollout_mode=RolloutMode.COLOCATED, workers=[], replica_rank=0, node_rank=0, gpus_per_node=1, nnodes=1,
-         cuda_visible_devices="")  # fmt: skip
-    for sock in (server._master_sock, server._dp_rpc_sock, server._dp_master_sock):
-        sock.close()
-    worker = SimpleNamespace(local_rank=0, model_runner=None)
-    return utils.vLLMColocateWorkerExtension._get_zmq_handle(worker)
-
-
-def _verls_own(init: Callable[..., None]) -> Callable[..., None]:
-    return getattr(init, "__wrapped__", init)  # verl's own __init__, under the fix where it is applied
-
-
-def test_verl_gives_two_clusters_one_path(rollout_config, in_cluster) -> None:
-    paths = []
-    for cluster in (CLUSTER_A, CLUSTER_B):
-        in_cluster(cluster)
-        sender = _sender_path(rollout_config, _verls_own(vllm_rollout.ServerAdapter.__init__))
-        receiver = _receiver_path(rollout_config, _verls_own(vllm_async_server.vLLMHttpServer.__init__))
-        paths.append((sender, receiver))
-    expected = f"ipc:///tmp/rl-colocate-zmq-{JOB_ID}-replica-0-rank-0.sock"
-    assert paths == [(expected, expected), (expected, expected)]
-
-
-def test_each_cluster_gets_its_own_path_and_its_two_ends_agree(rollout_config, in_cluster) -> None:
-    paths = {}
-    for cluster in (CLUSTER_A, CLUSTER_B):
-        in_cluster(cluster)
-        paths[cluster] = (_sender_path(rollout_config), _receiver_path(rollout_config))
-        assert os.environ[JOB_ID_ENV] == weight_sync_path.cluster_job_id()
-    assert paths == {
-        CLUSTER_A: (f"ipc:///tmp/rl-colocate-zmq-{JOB_ID}-832d9d48-replica-0-rank-0.sock",) * 2,
-        CLUSTER_B: (f"ipc:///tmp/rl-colocate-zmq-{JOB_ID}-be2901e2-replica-0-rank-0.sock",) * 2,
-    }
+def transfer(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """verl's bucketed sender and receiver, a fresh copy with the sender's timeout (1 s unless a test sets it)."""
+    monkeypatch.setenv(TIMEOUT_ENV, "1")
+    module = fresh_verl_module(SENDER_MODULE)
+    weight_sender_timeout.patch_module(module)
+    return module
 
 
 def _weights(value: float) -> list[tuple[str, torch.Tensor]]:
     return [(f"layer{i}.weight", torch.full((4, 8), value + i)) for i in range(3)]
 
 
-def _send_in_thread(path: str, value: float) -> tuple[threading.Thread, list[BaseException]]:
+def _send_in_thread(transfer: ModuleType, path: str, value: float) -> tuple[threading.Thread, list[BaseException]]:
     errors: list[BaseException] = []
 
     def send() -> None:
-        sender = bucketed_weight_transfer.BucketedWeightSender(zmq_handle=path, bucket_size_mb=1, use_shm=True)
+        sender = transfer.BucketedWeightSender(zmq_handle=path, bucket_size_mb=1, use_shm=True)
         try:
             asyncio.run(sender.async_send_weights(iter(_weights(value))))
         except BaseException as exc:  # kept for the test
@@ -140,63 +127,60 @@ def _bound(path: str, other_than: int | None = None) -> int:
     raise AssertionError(f"no sender bound {path} in {BOUND_S} s")
 
 
-def _receive(path: str) -> dict[str, float]:
+def _receive(transfer: ModuleType, path: str) -> dict[str, float]:
     """verl's receiver, as the vLLM worker runs it: the first value of each tensor it loads."""
     received: dict[str, float] = {}
-    receiver = bucketed_weight_transfer.BucketedWeightReceiver(path, device=torch.device("cpu"), use_shm=True)
+    receiver = transfer.BucketedWeightReceiver(path, device=torch.device("cpu"), use_shm=True)
     receiver.receive_weights(lambda weights, is_last: received.update((n, float(t[0, 0])) for n, t in weights))
     return received
 
 
-def _two_syncs(path_a: str, path_b: str) -> tuple[dict[str, float], list[BaseException], list[BaseException]]:
+def _two_syncs(
+    transfer: ModuleType, path_a: str, path_b: str
+) -> tuple[dict[str, float], list[BaseException], list[BaseException]]:
     """Run A's sync to its path, then B's to its own, then A's worker; A's worker's weights and both senders' errors."""
-    sender_a, errors_a = _send_in_thread(path_a, 100.0)
+    sender_a, errors_a = _send_in_thread(transfer, path_a, 100.0)
     inode_a = _bound(path_a)
-    sender_b, errors_b = _send_in_thread(path_b, 200.0)
+    sender_b, errors_b = _send_in_thread(transfer, path_b, 200.0)
     _bound(path_b, other_than=inode_a if path_b == path_a else None)
-    worker_a = _receive(path_a)
+    worker_a = _receive(transfer, path_a)
     if path_b != path_a:
-        assert _receive(path_b) == {f"layer{i}.weight": 200.0 + i for i in range(3)}
+        assert _receive(transfer, path_b) == {f"layer{i}.weight": 200.0 + i for i in range(3)}
     for thread in (sender_a, sender_b):
         thread.join(BOUND_S)
         assert not thread.is_alive()
     return worker_a, errors_a, errors_b
 
 
-def test_on_one_path_the_second_runs_sync_loads_its_weights_into_the_first_runs_worker(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv(TIMEOUT_ENV, "1")
-    path = f"ipc:///tmp/rl-colocate-zmq-{JOB_ID}-replica-0-rank-0.sock"  # verl's, the same in both clusters
-    worker_a, errors_a, errors_b = _two_syncs(path, path)
+def test_on_one_path_the_second_runs_sync_loads_its_weights_into_the_first_runs_worker(transfer: ModuleType) -> None:
+    worker_a, errors_a, errors_b = _two_syncs(transfer, VERLS_PATH, VERLS_PATH)
     assert worker_a == {f"layer{i}.weight": 200.0 + i for i in range(3)}  # B's weights, in A's worker
     assert [type(error) for error in errors_a] == [WeightSyncTimeout] and errors_b == []
 
 
 def test_on_their_own_paths_each_worker_loads_its_own_runs_weights(
-    rollout_config, in_cluster, monkeypatch: pytest.MonkeyPatch
+    transfer: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(TIMEOUT_ENV, str(BOUND_S))
-    paths = []
-    for cluster in (CLUSTER_A, CLUSTER_B):
-        in_cluster(cluster)
-        paths.append(_sender_path(rollout_config))
-    worker_a, errors_a, errors_b = _two_syncs(*paths)
+    monkeypatch.setenv(TIMEOUT_ENV, str(BOUND_S))  # a healthy sync: its bound is not under test
+    worker_a, errors_a, errors_b = _two_syncs(transfer, PATH_A, PATH_B)
     assert worker_a == {f"layer{i}.weight": 100.0 + i for i in range(3)}
     assert errors_a == errors_b == []
 
 
-def test_the_plugin_patched_verls_classes_once() -> None:
-    for cls in (vllm_rollout.ServerAdapter, vllm_async_server.vLLMHttpServer):
-        assert cls.__dict__["__agentrl_path_per_cluster__"] is True
-        init = cls.__init__
-        weight_sync_path.patch_adapter_module(vllm_rollout)
-        weight_sync_path.patch_server_module(vllm_async_server)
-        assert cls.__init__ is init
+class _Cluster:
+    gcs_address = GCS_A
+
+    def get_job_id(self) -> str:
+        return JOB_ID
 
 
-def test_a_changed_verl_is_named(in_cluster) -> None:
-    in_cluster(CLUSTER_A)
+def test_the_cluster_job_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(weight_sync_path.ray, "get_runtime_context", _Cluster)
+    assert weight_sync_path.cluster_job_id() == f"{JOB_ID}-832d9d48"
+
+
+def test_a_changed_verl_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(weight_sync_path.ray, "get_runtime_context", _Cluster)
     with pytest.raises(RuntimeError, match=r"ServerAdapter is gone in this verl"):
         weight_sync_path.patch_adapter_module(ModuleType("changed"))
 
@@ -207,5 +191,8 @@ def test_a_changed_verl_is_named(in_cluster) -> None:
     module = ModuleType("changed")
     module.ServerAdapter = Adapter  # type: ignore[attr-defined]
     weight_sync_path.patch_adapter_module(module)
+    init = Adapter.__init__
+    weight_sync_path.patch_adapter_module(module)  # idempotent
+    assert Adapter.__init__ is init
     with pytest.raises(RuntimeError, match=r"ServerAdapter.zmq_handle changed in this verl"):
         Adapter()
